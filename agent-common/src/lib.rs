@@ -1,0 +1,2 @@
+#![no_std]
+//! Types shared by the kernel programs and user space.

@@ -1,0 +1,1 @@
+//! inspect (being written).
