@@ -3,6 +3,11 @@
 //! Engine modules (`mcp`, `inspect`, `policy`) do no I/O: bytes and observations in, verdicts
 //! and events out.
 
+pub mod audit;
 pub mod config;
+pub mod guard;
 pub mod inspect;
 pub mod mcp;
+pub mod policy;
+pub mod registry;
+pub mod store;

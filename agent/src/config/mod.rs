@@ -1,1 +1,45 @@
-//! config (being written).
+//! The policy file: YAML schema, loading, and validation with `file:line:column` diagnostics.
+//!
+//! ```text
+//! sandbox:
+//!   mcp:
+//!     enforce_policy: true
+//!     rules: [...]
+//! ```
+//!
+//! [`load_file`] / [`load_str`] return a [`Policy`] whose patterns are already compiled, or a
+//! [`ConfigError`] listing every problem found (not just the first). `policies/README.md`
+//! documents the schema; `policies/default.yaml` and `policies/strict.yaml` are the shipped
+//! policies.
+//!
+//! YAML is read with `saphyr-parser` (events with positions) into a small tree of our own
+//! (`yaml`), then walked by schema-aware readers (`reader`, `mcp_section`) that collect
+//! diagnostics instead of stopping, and finally checked across entries (`validate`).
+
+mod diagnostic;
+mod formats;
+mod keywords;
+mod load;
+mod mcp_section;
+mod patterns;
+mod reader;
+mod schema;
+mod validate;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
+
+pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
+pub use keywords::{
+    Action, Decision, Keyword, ListPolicy, PinAction, RequestAction, Severity, Transport,
+    UnknownKeyword,
+};
+pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
+pub use patterns::{ArgPattern, ArgSelector, NameGlob, NameRegex, PathGlob, ToolMatcher};
+pub use schema::{
+    ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
+    Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,
+    ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit, ServerRequests, ShadowTool,
+    ToolSelector, VersionPinning,
+};

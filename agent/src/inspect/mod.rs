@@ -1,1 +1,424 @@
-//! inspect (being written).
+//! The detector: scans MCP tool definitions for poisoning and tool results / fetched content for
+//! output poisoning. Pure: text in, findings out, no I/O.
+//!
+//! Every string is normalised before matching (invisible and bidi characters stripped and
+//! reported, NFKC, Cyrillic/Greek look-alikes folded inside Latin words, whitespace collapsed,
+//! lower-cased), then matched against a rule catalogue compiled once into `RegexSet`s, one per
+//! [`Mode`]. Encoded runs (base64, hex, percent, HTML entities, tag characters) are decoded and
+//! rescanned. Severity reflects intent: capability words alone ("execute a command", "read a
+//! file") never reach `medium`; theft, covert channels, concealment from the user and
+//! instructions aimed at the model do.
+
+mod encoded;
+mod engine;
+mod normalize;
+mod rules;
+mod shell;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+pub use normalize::skeleton;
+
+/// How bad a finding is. A finding at `Medium` or above means "flagged" at the default threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 4] = [Self::Low, Self::Medium, Self::High, Self::Critical];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Critical => "critical",
+        }
+    }
+
+    /// One level down, saturating at `Low`.
+    pub fn lower(self) -> Self {
+        match self {
+            Self::Critical => Self::High,
+            Self::High => Self::Medium,
+            _ => Self::Low,
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Severity {
+    type Err = InspectError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "low" => Ok(Self::Low),
+            "medium" => Ok(Self::Medium),
+            "high" => Ok(Self::High),
+            "critical" => Ok(Self::Critical),
+            _ => Err(InspectError::UnknownSeverity(s.to_string())),
+        }
+    }
+}
+
+/// What a finding is about. Serialised as a snake_case string; unknown strings round-trip
+/// through `Custom`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Category {
+    CredentialTheft,
+    Exfiltration,
+    HiddenInstructions,
+    ShellInjection,
+    PathTraversal,
+    InvisibleText,
+    Homoglyph,
+    EncodedPayload,
+    InstructionTag,
+    ToolManipulation,
+    /// Offensive capability: exploits, attacks, injection techniques.
+    Exploitation,
+    PrivilegeEscalation,
+    /// Disabling or evading security controls, hiding tracks.
+    DefenseEvasion,
+    Persistence,
+    Reconnaissance,
+    /// Ransomware, wiping, resource exhaustion, recursive deletes of system paths.
+    Destructive,
+    /// A live secret (key, token, private key) in tool-call arguments.
+    SecretExposure,
+    Custom(String),
+}
+
+impl Category {
+    const KNOWN: [Category; 17] = [
+        Self::CredentialTheft,
+        Self::Exfiltration,
+        Self::HiddenInstructions,
+        Self::ShellInjection,
+        Self::PathTraversal,
+        Self::InvisibleText,
+        Self::Homoglyph,
+        Self::EncodedPayload,
+        Self::InstructionTag,
+        Self::ToolManipulation,
+        Self::Exploitation,
+        Self::PrivilegeEscalation,
+        Self::DefenseEvasion,
+        Self::Persistence,
+        Self::Reconnaissance,
+        Self::Destructive,
+        Self::SecretExposure,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::CredentialTheft => "credential_theft",
+            Self::Exfiltration => "exfiltration",
+            Self::HiddenInstructions => "hidden_instructions",
+            Self::ShellInjection => "shell_injection",
+            Self::PathTraversal => "path_traversal",
+            Self::InvisibleText => "invisible_text",
+            Self::Homoglyph => "homoglyph",
+            Self::EncodedPayload => "encoded_payload",
+            Self::InstructionTag => "instruction_tag",
+            Self::ToolManipulation => "tool_manipulation",
+            Self::Exploitation => "exploitation",
+            Self::PrivilegeEscalation => "privilege_escalation",
+            Self::DefenseEvasion => "defense_evasion",
+            Self::Persistence => "persistence",
+            Self::Reconnaissance => "reconnaissance",
+            Self::Destructive => "destructive",
+            Self::SecretExposure => "secret_exposure",
+            Self::Custom(s) => s,
+        }
+    }
+
+    /// Never fails: unknown names become `Custom`.
+    pub fn parse(s: &str) -> Self {
+        let s = s.trim();
+        Self::KNOWN
+            .iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s))
+            .cloned()
+            .unwrap_or_else(|| Self::Custom(s.to_string()))
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Category {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self::parse(s))
+    }
+}
+
+impl Serialize for Category {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Category {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(Self::parse(&s))
+    }
+}
+
+/// One thing the detector found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub category: Category,
+    pub severity: Severity,
+    /// Stable rule id, e.g. `exfil.keyword`, `tag.instruction`, `invisible.tag_chars`.
+    pub rule: String,
+    /// JSON path of the scanned string: `$.description`,
+    /// `$.inputSchema.properties.query.description`. A trailing `~` means the object key itself
+    /// (a property name); `#base64`, `#hex`, `#percent`, `#html`, `#tags` mean "in the decoded
+    /// form of that string".
+    pub field: String,
+    /// The matched text from the original string, truncated.
+    pub matched: String,
+    /// Up to 50 characters either side of the match, invisible characters shown as `\u{..}`.
+    pub context: String,
+}
+
+/// Which kind of text is being scanned; each mode has its own rule set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Tool definitions (tools/list): poisoning and openly malicious capabilities.
+    Definition,
+    /// Tool results, resources, fetched pages: instructions aimed at the model, exfiltration
+    /// requests, hidden text. Capability vocabulary is not scored (a security article may talk
+    /// about privilege escalation).
+    Output,
+    /// Tool-call arguments: secrets (DLP), shell obfuscation, injected instructions written to
+    /// files, sensitive paths.
+    Arguments,
+}
+
+impl Mode {
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Definition => 0,
+            Self::Output => 1,
+            Self::Arguments => 2,
+        }
+    }
+}
+
+/// An operator-supplied pattern (from policy). Matched case-insensitively against the
+/// normalised text in every mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomPattern {
+    pub id: String,
+    pub pattern: String,
+    pub category: String,
+    pub severity: Severity,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetectorOptions {
+    #[serde(default)]
+    pub custom_patterns: Vec<CustomPattern>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("custom pattern `{id}`: {source}")]
+    InvalidPattern {
+        id: String,
+        #[source]
+        source: Box<regex::Error>,
+    },
+    #[error("built-in rule `{id}` failed to compile: {source}")]
+    BuiltinRule {
+        id: &'static str,
+        #[source]
+        source: Box<regex::Error>,
+    },
+    #[error("unknown severity `{0}` (expected low, medium, high or critical)")]
+    UnknownSeverity(String),
+}
+
+/// The compiled detector. Build once (slowish), scan many times (fast, `&self`, thread-safe).
+pub struct Detector {
+    engine: engine::Engine,
+}
+
+impl fmt::Debug for Detector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Detector")
+            .field("rules", &self.engine.rule_count())
+            .finish()
+    }
+}
+
+impl Detector {
+    pub fn new(opts: DetectorOptions) -> Result<Self, InspectError> {
+        Ok(Self {
+            engine: engine::Engine::new(&opts)?,
+        })
+    }
+
+    /// Scans every string of a tools/list entry: name, title, description, annotations,
+    /// inputSchema and outputSchema (property names, enum values, defaults, examples too).
+    pub fn scan_tool(&self, tool: &Value) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if let Some(name) = tool.get("name").and_then(Value::as_str) {
+            self.engine.scan_name(name, "$.name", &mut out);
+        }
+        walk(tool, "$", None, &mut |path, text, is_key| {
+            if path == "$.name" && !is_key {
+                return; // scanned above, as an identifier
+            }
+            if is_key {
+                self.engine.scan_name(text, path, &mut out);
+            } else {
+                self.engine.scan(text, path, Mode::Definition, &mut out);
+            }
+        });
+        engine::finish(out)
+    }
+
+    /// Scans a tools/call result or a resources/read result: text content, structuredContent,
+    /// embedded resource text. Binary blobs (image/audio data) are skipped.
+    pub fn scan_output(&self, result: &Value) -> Vec<Finding> {
+        let mut out = Vec::new();
+        walk(result, "$", None, &mut |path, text, is_key| {
+            if !is_key {
+                self.engine.scan(text, path, Mode::Output, &mut out);
+            }
+        });
+        engine::finish(out)
+    }
+
+    /// Scans the `arguments` object of a tools/call request.
+    pub fn scan_arguments(&self, arguments: &Value) -> Vec<Finding> {
+        let mut out = Vec::new();
+        walk(arguments, "$.arguments", None, &mut |path, text, is_key| {
+            if !is_key {
+                self.engine.scan(text, path, Mode::Arguments, &mut out);
+            }
+        });
+        engine::finish(out)
+    }
+
+    /// Scans one string. `field` is reported as the finding's JSON path.
+    pub fn scan_text(&self, text: &str, field: &str, mode: Mode) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.engine.scan(text, field, mode, &mut out);
+        engine::finish(out)
+    }
+
+    /// Number of compiled rules (built-in and custom).
+    pub fn rule_count(&self) -> usize {
+        self.engine.rule_count()
+    }
+}
+
+/// The highest severity among `findings`, if any.
+pub fn max_severity(findings: &[Finding]) -> Option<Severity> {
+    findings.iter().map(|f| f.severity).max()
+}
+
+/// Keys whose string values are never prose: base64 blobs, MIME types, JSON-schema type names.
+fn skip_value(key: &str, value: &str, parent: &serde_json::Map<String, Value>) -> bool {
+    match key {
+        "blob" | "mimeType" | "$schema" => true,
+        "data" => matches!(
+            parent.get("type").and_then(Value::as_str),
+            Some("image") | Some("audio")
+        ),
+        // Schema and content type names; anything longer than an identifier is still scanned.
+        "type" => value.len() <= 24 && !value.contains(' '),
+        _ => false,
+    }
+}
+
+/// Keys whose children's keys are user-chosen names (schema properties) and worth scanning.
+fn names_children(key: Option<&str>) -> bool {
+    matches!(
+        key,
+        Some("properties") | Some("patternProperties") | Some("$defs") | Some("definitions")
+    )
+}
+
+fn push_key(path: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b == b'-');
+    if plain {
+        format!("{path}.{key}")
+    } else {
+        format!(
+            "{path}['{}']",
+            key.replace('\\', "\\\\").replace('\'', "\\'")
+        )
+    }
+}
+
+/// Depth-first walk over every string (and schema property name) with its JSON path.
+fn walk(v: &Value, path: &str, key: Option<&str>, f: &mut dyn FnMut(&str, &str, bool)) {
+    walk_depth(v, path, key, f, 0)
+}
+
+fn walk_depth(
+    v: &Value,
+    path: &str,
+    key: Option<&str>,
+    f: &mut dyn FnMut(&str, &str, bool),
+    depth: usize,
+) {
+    // Deeply nested JSON is not prose; bound recursion so hostile input cannot blow the stack.
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::String(s) => f(path, s, false),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk_depth(item, &format!("{path}[{i}]"), key, f, depth + 1);
+            }
+        }
+        Value::Object(map) => {
+            let keys_are_names = names_children(key);
+            for (k, child) in map {
+                let child_path = push_key(path, k);
+                if keys_are_names {
+                    f(&format!("{child_path}~"), k, true);
+                }
+                if let Value::String(s) = child
+                    && skip_value(k, s, map)
+                {
+                    continue;
+                }
+                walk_depth(child, &child_path, Some(k.as_str()), f, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,41 @@
+# agentsh: the two commands of the README are `make run` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+STATE_DIR ?= $(CURDIR)/.state
+POLICY ?= $(CURDIR)/policies/default.yaml
+
+.PHONY: setup build run test lint unit bench detector-score clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release
+
+# Start agentshd in the foreground with the shipped default policy and a state dir in the repo.
+run: build
+	@mkdir -p $(STATE_DIR)
+	./target/release/agentshd --foreground --policy $(POLICY) --state-dir $(STATE_DIR)
+
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# The end-to-end tests run the built binaries (agentsh-shim, agentshctl): build them first.
+unit: setup
+	$(CARGO) build
+	$(CARGO) test --all-targets
+
+# Everything CI runs: formatting, lints, unit and end-to-end tests.
+test: lint unit
+
+# Benchmarks: one command, numbers against a direct path in the same run.
+bench: build
+	bash scripts/bench.sh
+
+# Detection and false-positive rates of the detector on ../shared/corpus.
+detector-score: setup
+	$(CARGO) run --release -p agentsh --example detector_score
+
+clean:
+	$(CARGO) clean

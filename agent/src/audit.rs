@@ -1,0 +1,325 @@
+//! Audit events and the JSON-lines audit log.
+//!
+//! Every decision the engine takes becomes an [`Event`]. Sinks never block the data path: the
+//! JSONL writer runs on its own thread and flushes whenever its queue runs dry, so a burst of
+//! calls costs one write per event and one flush per burst.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// What happened. Serialised as the `event` field, in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A tool definition was listed by a server (first sight, or unchanged).
+    McpToolSeen,
+    /// A tool definition differs from its pin (rug pull).
+    McpToolChanged,
+    /// A tools/call was decided.
+    McpToolCalled,
+    /// The detector found something in a tool definition.
+    McpDetection,
+    /// The detector found something in a tool result.
+    McpOutputInspection,
+    /// The server binary's hash differs from its pin.
+    McpServerBinaryMismatch,
+    /// Variables were removed from the server's environment.
+    McpServerEnvFiltered,
+    /// A server-to-client request (sampling, elicitation, roots) was decided.
+    McpServerRequest,
+    /// A message was refused before any policy could apply (unparseable, oversize, ambiguous).
+    McpMessageRefused,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::McpToolSeen => "mcp_tool_seen",
+            Self::McpToolChanged => "mcp_tool_changed",
+            Self::McpToolCalled => "mcp_tool_called",
+            Self::McpDetection => "mcp_detection",
+            Self::McpOutputInspection => "mcp_output_inspection",
+            Self::McpServerBinaryMismatch => "mcp_server_binary_mismatch",
+            Self::McpServerEnvFiltered => "mcp_server_env_filtered",
+            Self::McpServerRequest => "mcp_server_request",
+            Self::McpMessageRefused => "mcp_message_refused",
+        }
+    }
+}
+
+/// What was done about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Audit,
+    Alert,
+    Block,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Allow => "allow",
+            Self::Audit => "audit",
+            Self::Alert => "alert",
+            Self::Block => "block",
+        })
+    }
+}
+
+/// One audit record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    #[serde(serialize_with = "rfc3339")]
+    pub timestamp: SystemTime,
+    pub event: EventKind,
+    pub server: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    pub action: Action,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Event-specific fields (findings, old and new hash, removed variable names ...).
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+}
+
+impl Event {
+    pub fn new(event: EventKind, server: &str, action: Action, reason: impl Into<String>) -> Self {
+        Self {
+            timestamp: SystemTime::now(),
+            event,
+            server: server.to_owned(),
+            tool: None,
+            hash: None,
+            action,
+            reason: reason.into(),
+            rule: None,
+            details: Value::Null,
+        }
+    }
+
+    pub fn tool(mut self, tool: &str) -> Self {
+        self.tool = Some(tool.to_owned());
+        self
+    }
+
+    pub fn hash(mut self, hash: impl ToString) -> Self {
+        self.hash = Some(hash.to_string());
+        self
+    }
+
+    pub fn rule(mut self, rule: impl Into<String>) -> Self {
+        self.rule = Some(rule.into());
+        self
+    }
+
+    pub fn details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// One JSON line, newline included.
+    pub fn to_json_line(&self) -> Vec<u8> {
+        // Serialising plain data into a Vec cannot fail: no maps with non-string keys, no I/O.
+        let mut line = serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec());
+        line.push(b'\n');
+        line
+    }
+}
+
+fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*time))
+}
+
+/// Where events go.
+pub trait EventSink: Send + Sync {
+    fn record(&self, event: Event);
+
+    /// Writes out everything recorded so far; called before the process exits.
+    fn close(&self) {}
+}
+
+/// Discards events (no `--audit` given and no store).
+#[derive(Debug, Default)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn record(&self, _event: Event) {}
+}
+
+/// Keeps events in memory; for tests and for callers that render them afterwards.
+#[derive(Debug, Default, Clone)]
+pub struct MemorySink(Arc<Mutex<Vec<Event>>>);
+
+impl MemorySink {
+    pub fn events(&self) -> Vec<Event> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl EventSink for MemorySink {
+    fn record(&self, event: Event) {
+        if let Ok(mut events) = self.0.lock() {
+            events.push(event);
+        }
+    }
+}
+
+/// Appends events as JSON lines to a file from a writer thread.
+pub struct JsonlSink {
+    tx: Mutex<Option<Sender<Event>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl JsonlSink {
+    /// Opens (creating, appending) `path`. The file is created 0600: audit trails name tools and
+    /// reasons that are nobody else's business.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        let (tx, rx) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("audit-writer".into())
+            .spawn(move || write_loop(rx, BufWriter::new(file)))?;
+        Ok(Self {
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Writes out everything queued so far and stops the writer; later events are dropped.
+    pub fn close(&self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Some(handle) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl EventSink for JsonlSink {
+    fn record(&self, event: Event) {
+        if let Ok(tx) = self.tx.lock()
+            && let Some(tx) = tx.as_ref()
+        {
+            let _ = tx.send(event);
+        }
+    }
+
+    fn close(&self) {
+        JsonlSink::close(self);
+    }
+}
+
+impl Drop for JsonlSink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn write_loop(rx: Receiver<Event>, mut out: BufWriter<File>) {
+    let report = |err: io::Error| eprintln!("agentsh: audit log write failed: {err}");
+    while let Ok(event) = rx.recv() {
+        if let Err(err) = out.write_all(&event.to_json_line()) {
+            report(err);
+        }
+        // Drain whatever else is queued, then flush once.
+        loop {
+            match rx.try_recv() {
+                Ok(event) => {
+                    if let Err(err) = out.write_all(&event.to_json_line()) {
+                        report(err);
+                    }
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        if let Err(err) = out.flush() {
+            report(err);
+        }
+    }
+    let _ = out.flush();
+}
+
+/// Sends every event to several sinks.
+pub struct Fanout(pub Vec<Arc<dyn EventSink>>);
+
+impl EventSink for Fanout {
+    fn record(&self, event: Event) {
+        if let Some((last, rest)) = self.0.split_last() {
+            for sink in rest {
+                sink.record(event.clone());
+            }
+            last.record(event);
+        }
+    }
+
+    fn close(&self) {
+        for sink in &self.0 {
+            sink.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_lines_carry_the_documented_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sink = JsonlSink::open(&path).unwrap();
+        sink.record(
+            Event::new(
+                EventKind::McpToolCalled,
+                "fs",
+                Action::Block,
+                "writes are denied",
+            )
+            .tool("write_file")
+            .hash("sha256:00")
+            .rule("no-writes"),
+        );
+        sink.record(Event::new(
+            EventKind::McpServerEnvFiltered,
+            "fs",
+            Action::Alert,
+            "2 removed",
+        ));
+        sink.close();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["event"], "mcp_tool_called");
+        assert_eq!(lines[0]["server"], "fs");
+        assert_eq!(lines[0]["tool"], "write_file");
+        assert_eq!(lines[0]["hash"], "sha256:00");
+        assert_eq!(lines[0]["action"], "block");
+        assert_eq!(lines[0]["reason"], "writes are denied");
+        assert_eq!(lines[0]["rule"], "no-writes");
+        assert!(lines[0]["timestamp"].as_str().unwrap().ends_with('Z'));
+        assert!(lines[1].get("tool").is_none());
+    }
+}

@@ -1,0 +1,102 @@
+//! From bytes to a `Policy`: read, parse the YAML, read each section, validate.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::diagnostic::{ConfigError, Location, Report};
+use super::mcp_section;
+use super::reader::Fields;
+use super::schema::{Policy, Sandbox};
+use super::validate::validate;
+use super::yaml::{self, Node};
+
+/// Far above any real policy; refusing bigger input keeps a mistaken path (a log, a disk
+/// image) from being slurped into memory.
+pub const MAX_POLICY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Top-level keys. A new top-level section is a key here plus a field on `Policy`.
+const ROOT_KEYS: &[&str] = &["sandbox"];
+/// Keys under `sandbox:`. A new sandbox section is a key here plus a field on `Sandbox`.
+const SANDBOX_KEYS: &[&str] = &["mcp"];
+
+/// Loads and validates a policy file. Errors name `path:line:column`.
+pub fn load_file(path: &Path) -> Result<Policy, ConfigError> {
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_POLICY_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let origin = path.display().to_string();
+    match String::from_utf8(bytes) {
+        Ok(src) => load_str(&src, &origin),
+        Err(e) => {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let mut r = Report::new(&origin);
+            r.error(position_after(valid), "the file is not valid UTF-8");
+            r.finish().map(|_| Policy::default())
+        }
+    }
+}
+
+/// Same as [`load_file`]; the name `agentshctl policy check` reads best with.
+pub fn check_file(path: &Path) -> Result<Policy, ConfigError> {
+    load_file(path)
+}
+
+/// Loads and validates a policy from text; `origin` names it in diagnostics.
+pub fn load_str(src: &str, origin: &str) -> Result<Policy, ConfigError> {
+    let mut r = Report::new(origin);
+    if src.len() > MAX_POLICY_BYTES {
+        r.error(
+            Location::new(1, 1),
+            format!("policy is larger than {MAX_POLICY_BYTES} bytes"),
+        );
+        return r.finish().map(|_| Policy::default());
+    }
+    let parsed = yaml::parse(src);
+    for (at, message) in parsed.errors {
+        r.error(at, message);
+    }
+    let sandbox = match &parsed.root {
+        Some(root) => read_root(&mut r, root),
+        None => Sandbox::default(),
+    };
+    let mut policy = Policy {
+        origin: origin.to_string(),
+        sandbox,
+        warnings: Vec::new(),
+    };
+    validate(&mut r, &policy);
+    policy.warnings = r.finish()?;
+    Ok(policy)
+}
+
+fn read_root(r: &mut Report, root: &Node) -> Sandbox {
+    let Some(top) = Fields::open(r, root, "", ROOT_KEYS) else {
+        return Sandbox::default();
+    };
+    let Some(node) = top.get("sandbox") else {
+        return Sandbox::default();
+    };
+    let Some(f) = Fields::open(r, node, "sandbox", SANDBOX_KEYS) else {
+        return Sandbox::default();
+    };
+    Sandbox {
+        mcp: match f.get("mcp") {
+            Some(n) => mcp_section::parse(r, n, &f.path_of("mcp")),
+            None => Default::default(),
+        },
+    }
+}
+
+/// The 1-based position just after `text` (where an invalid byte sits).
+fn position_after(text: &[u8]) -> Location {
+    let line = 1 + text.iter().filter(|b| **b == b'\n').count();
+    let line_start = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let column = 1 + String::from_utf8_lossy(&text[line_start..]).chars().count();
+    Location::new(line, column)
+}

@@ -1,0 +1,213 @@
+//! Reads `sandbox.mcp` from the YAML tree into `McpPolicy`, reporting every problem found.
+//! One file per group of keys: servers, rules, and the detector/limit settings.
+
+mod rules;
+mod servers;
+mod settings;
+
+use super::diagnostic::{Location, Report};
+use super::formats::normalize_sha256;
+use super::keywords::{Decision, ListPolicy};
+use super::patterns::{NameGlob, regex_error_message};
+use super::reader::{self, Fields};
+use super::schema::{McpPolicy, ToolSelector};
+use super::yaml::Node;
+
+const MIN_MESSAGE_BYTES: u64 = 1024;
+const MAX_MESSAGE_BYTES: u64 = 1024 * 1024 * 1024;
+
+const MCP_KEYS: &[&str] = &[
+    "enforce_policy",
+    "fail_closed",
+    "default_decision",
+    "max_message_bytes",
+    "servers",
+    "server_policy",
+    "allowed_servers",
+    "denied_servers",
+    "tool_policy",
+    "allowed_tools",
+    "denied_tools",
+    "blocked_tools",
+    "rules",
+    "version_pinning",
+    "rate_limits",
+    "cross_server",
+    "detection",
+    "output_inspection",
+    "server_requests",
+];
+
+pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
+    let d = McpPolicy::default();
+    let Some(f) = Fields::open(r, node, path, MCP_KEYS) else {
+        return d;
+    };
+    let policy = McpPolicy {
+        enforce_policy: f.bool(r, "enforce_policy", d.enforce_policy),
+        fail_closed: f.bool(r, "fail_closed", d.fail_closed),
+        default_decision: f.keyword_of(
+            r,
+            "default_decision",
+            &[Decision::Allow, Decision::Audit],
+            d.default_decision,
+        ),
+        max_message_bytes: usize::try_from(f.uint(
+            r,
+            "max_message_bytes",
+            MIN_MESSAGE_BYTES..=MAX_MESSAGE_BYTES,
+            d.max_message_bytes as u64,
+        ))
+        .unwrap_or(d.max_message_bytes),
+        servers: each(r, &f, "servers", servers::server),
+        server_policy: f.keyword(r, "server_policy", d.server_policy),
+        allowed_servers: name_globs(r, &f, "allowed_servers"),
+        denied_servers: name_globs(r, &f, "denied_servers"),
+        tool_policy: f.keyword(r, "tool_policy", d.tool_policy),
+        allowed_tools: each(r, &f, "allowed_tools", tool_selector),
+        denied_tools: each(r, &f, "denied_tools", tool_selector),
+        blocked_tools: name_globs(r, &f, "blocked_tools"),
+        rules: each(r, &f, "rules", rules::rule),
+        version_pinning: section(r, &f, "version_pinning", settings::version_pinning),
+        rate_limits: section(r, &f, "rate_limits", settings::rate_limits),
+        cross_server: section(r, &f, "cross_server", settings::cross_server),
+        detection: section(r, &f, "detection", settings::detection),
+        output_inspection: section(r, &f, "output_inspection", settings::output_inspection),
+        server_requests: section(r, &f, "server_requests", settings::server_requests),
+    };
+    unused_list_warnings(r, &f, &policy);
+    policy
+}
+
+/// A list that its `*_policy` ignores is almost always a forgotten policy line.
+fn unused_list_warnings(r: &mut Report, f: &Fields<'_>, p: &McpPolicy) {
+    let lists = [
+        (
+            "allowed_servers",
+            "server_policy",
+            p.server_policy,
+            ListPolicy::Allowlist,
+            p.allowed_servers.is_empty(),
+        ),
+        (
+            "denied_servers",
+            "server_policy",
+            p.server_policy,
+            ListPolicy::Denylist,
+            p.denied_servers.is_empty(),
+        ),
+        (
+            "allowed_tools",
+            "tool_policy",
+            p.tool_policy,
+            ListPolicy::Allowlist,
+            p.allowed_tools.is_empty(),
+        ),
+        (
+            "denied_tools",
+            "tool_policy",
+            p.tool_policy,
+            ListPolicy::Denylist,
+            p.denied_tools.is_empty(),
+        ),
+    ];
+    for (list, policy_key, actual, needed, empty) in lists {
+        if !empty && actual != needed {
+            r.warn(
+                f.key_loc(list),
+                format!(
+                    "`{}` has no effect: `{policy_key}` is `{actual}`, not `{needed}`",
+                    f.path_of(list)
+                ),
+            );
+        }
+    }
+    if p.server_policy == ListPolicy::Allowlist && p.allowed_servers.is_empty() {
+        r.warn(
+            f.key_loc("server_policy"),
+            "`server_policy: allowlist` with an empty `allowed_servers` blocks every server",
+        );
+    }
+    if p.tool_policy == ListPolicy::Allowlist && p.allowed_tools.is_empty() {
+        r.warn(
+            f.key_loc("tool_policy"),
+            "`tool_policy: allowlist` with an empty `allowed_tools` blocks every tool",
+        );
+    }
+}
+
+/// Parses every item of a list, keeping those that parsed.
+fn each<T>(
+    r: &mut Report,
+    f: &Fields<'_>,
+    key: &str,
+    item: fn(&mut Report, &Node, &str) -> Option<T>,
+) -> Vec<T> {
+    let path = f.path_of(key);
+    f.list(r, key)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| item(r, n, &format!("{path}[{i}]")))
+        .collect()
+}
+
+/// Parses a nested mapping, or gives its default when absent.
+fn section<T: Default>(
+    r: &mut Report,
+    f: &Fields<'_>,
+    key: &str,
+    parse: fn(&mut Report, &Node, &str) -> T,
+) -> T {
+    match f.get(key) {
+        Some(n) => parse(r, n, &f.path_of(key)),
+        None => T::default(),
+    }
+}
+
+fn name_glob(r: &mut Report, node: &Node, path: &str) -> Option<NameGlob> {
+    let text = reader::nonempty_string(r, node, path)?;
+    NameGlob::new(&text)
+        .map_err(|e| glob_error(r, node.loc, path, &text, &e))
+        .ok()
+}
+
+fn name_globs(r: &mut Report, f: &Fields<'_>, key: &str) -> Vec<NameGlob> {
+    each(r, f, key, name_glob)
+}
+
+fn glob_error(r: &mut Report, at: Location, path: &str, text: &str, e: &globset::Error) {
+    r.error(at, format!("`{path}`: invalid glob `{text}`: {}", e.kind()));
+}
+
+fn regex_error(r: &mut Report, at: Location, path: &str, e: &regex::Error) {
+    r.error(
+        at,
+        format!("`{path}`: invalid regex: {}", regex_error_message(e)),
+    );
+}
+
+fn sha256(r: &mut Report, f: &Fields<'_>, key: &str) -> Option<String> {
+    let node = f.get(key)?;
+    let text = reader::string(r, node, &f.path_of(key))?;
+    normalize_sha256(&text)
+        .map_err(|m| r.error(node.loc, format!("`{}`: {m}", f.path_of(key))))
+        .ok()
+}
+
+fn tool_selector(r: &mut Report, node: &Node, path: &str) -> Option<ToolSelector> {
+    let f = Fields::open(r, node, path, &["server", "tool", "content_hash"])?;
+    let server = match f.get("server") {
+        Some(n) => name_glob(r, n, &f.path_of("server")),
+        None => Some(NameGlob::any()),
+    };
+    let tool = f
+        .required(r, "tool")
+        .and_then(|n| name_glob(r, n, &f.path_of("tool")));
+    let content_hash = sha256(r, &f, "content_hash");
+    Some(ToolSelector {
+        server: server?,
+        tool: tool?,
+        content_hash,
+        span: node.loc,
+    })
+}

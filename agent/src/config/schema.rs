@@ -1,0 +1,404 @@
+//! The loaded policy: plain data with compiled patterns, mirroring the YAML layout.
+//!
+//! `Default` for every type is exactly what an absent key means in the file.
+
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::diagnostic::{Diagnostic, Location};
+use super::keywords::{
+    Action, Decision, ListPolicy, PinAction, RequestAction, Severity, Transport,
+};
+use super::patterns::{ArgPattern, ArgSelector, NameGlob, ToolMatcher};
+
+/// 16 MiB: the default bound on one JSON-RPC message on stdio.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A loaded policy file.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    /// Where the policy came from (the path or origin given to the loader).
+    pub origin: String,
+    /// `sandbox:`
+    pub sandbox: Sandbox,
+    /// Findings that do not stop the policy from loading.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Policy {
+    /// `sandbox.mcp`.
+    pub fn mcp(&self) -> &McpPolicy {
+        &self.sandbox.mcp
+    }
+
+    /// The declared server with this id.
+    pub fn server(&self, id: &str) -> Option<&ServerConfig> {
+        self.sandbox.mcp.servers.iter().find(|s| s.id == id)
+    }
+}
+
+/// `sandbox:`. Further sections (network, files...) become sibling fields of `mcp`.
+#[derive(Clone, Debug, Default)]
+pub struct Sandbox {
+    pub mcp: McpPolicy,
+}
+
+/// `sandbox.mcp:` everything about MCP servers and their tools.
+#[derive(Clone, Debug)]
+pub struct McpPolicy {
+    /// false = audit-only: every verdict is logged, nothing is blocked.
+    pub enforce_policy: bool,
+    /// Block a tools/call that cannot be classified, or that no rule allows.
+    pub fail_closed: bool,
+    /// Decision for a call no rule matched: `Allow` or `Audit`.
+    pub default_decision: Decision,
+    /// Bound for one JSON-RPC message on stdio.
+    pub max_message_bytes: usize,
+    pub servers: Vec<ServerConfig>,
+    pub server_policy: ListPolicy,
+    pub allowed_servers: Vec<NameGlob>,
+    pub denied_servers: Vec<NameGlob>,
+    pub tool_policy: ListPolicy,
+    pub allowed_tools: Vec<ToolSelector>,
+    pub denied_tools: Vec<ToolSelector>,
+    /// Tool names blocked on every server.
+    pub blocked_tools: Vec<NameGlob>,
+    /// Argument rules, in file order.
+    pub rules: Vec<Rule>,
+    pub version_pinning: VersionPinning,
+    pub rate_limits: RateLimits,
+    pub cross_server: CrossServer,
+    pub detection: Detection,
+    pub output_inspection: OutputInspection,
+    pub server_requests: ServerRequests,
+}
+
+impl Default for McpPolicy {
+    fn default() -> Self {
+        Self {
+            enforce_policy: true,
+            fail_closed: false,
+            default_decision: Decision::Allow,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            servers: Vec::new(),
+            server_policy: ListPolicy::None,
+            allowed_servers: Vec::new(),
+            denied_servers: Vec::new(),
+            tool_policy: ListPolicy::None,
+            allowed_tools: Vec::new(),
+            denied_tools: Vec::new(),
+            blocked_tools: Vec::new(),
+            rules: Vec::new(),
+            version_pinning: VersionPinning::default(),
+            rate_limits: RateLimits::default(),
+            cross_server: CrossServer::default(),
+            detection: Detection::default(),
+            output_inspection: OutputInspection::default(),
+            server_requests: ServerRequests::default(),
+        }
+    }
+}
+
+/// One entry of `servers:`.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub id: String,
+    /// YAML key `type`.
+    pub transport: Transport,
+    /// stdio: the program to run.
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    /// http/sse: the endpoint.
+    pub url: Option<String>,
+    /// SHA-256 of the server's SPKI, lowercase hex without prefix.
+    pub tls_fingerprint: Option<String>,
+    /// If non-empty, only these variables (plus the standard ones) reach the server.
+    pub env_allow: Vec<NameGlob>,
+    /// Always removed from the server's environment.
+    pub env_deny: Vec<NameGlob>,
+    /// Where the entry starts in the file.
+    pub span: Location,
+}
+
+/// An entry of `allowed_tools` / `denied_tools`.
+#[derive(Clone, Debug)]
+pub struct ToolSelector {
+    pub server: NameGlob,
+    pub tool: NameGlob,
+    /// Expected SHA-256 of the tool's canonical definition, lowercase hex without prefix.
+    pub content_hash: Option<String>,
+    pub span: Location,
+}
+
+impl ToolSelector {
+    pub fn matches(&self, server: &str, tool: &str) -> bool {
+        self.server.matches(server) && self.tool.matches(tool)
+    }
+}
+
+/// One entry of `rules:`.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub id: String,
+    /// `match.server` (`*` when absent).
+    pub server: NameGlob,
+    /// `match.tool_name` / `tool_name_regex` / `tool_name_any`.
+    pub tool: ToolMatcher,
+    /// `match.argument_patterns`, in file order; all of them must match.
+    pub arguments: Vec<ArgumentMatch>,
+    pub decision: Decision,
+    pub reason: Option<String>,
+    pub span: Location,
+}
+
+impl Rule {
+    /// Whether the rule applies to this (server, tool), before looking at arguments.
+    pub fn matches_tool(&self, server: &str, tool: &str) -> bool {
+        self.server.matches(server) && self.tool.matches(tool)
+    }
+}
+
+/// One `argument-name: pattern` entry of a rule.
+#[derive(Clone, Debug)]
+pub struct ArgumentMatch {
+    pub selector: ArgSelector,
+    pub pattern: ArgPattern,
+    pub span: Location,
+}
+
+/// `version_pinning:`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionPinning {
+    pub enabled: bool,
+    pub on_change: PinAction,
+    /// Pin a server's tools the first time they are seen, without asking.
+    pub auto_trust_first: bool,
+    /// Also pin the hash of a stdio server's executable.
+    pub pin_binary: bool,
+}
+
+impl Default for VersionPinning {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            on_change: PinAction::Block,
+            auto_trust_first: true,
+            pin_binary: false,
+        }
+    }
+}
+
+/// Requests per minute and burst of one token bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub rpm: u32,
+    pub burst: u32,
+}
+
+/// One entry of `rate_limits.per_server`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerRateLimit {
+    pub server: String,
+    pub limit: RateLimit,
+    pub span: Location,
+}
+
+/// `rate_limits:`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub enabled: bool,
+    pub default: RateLimit,
+    pub per_server: Vec<ServerRateLimit>,
+}
+
+impl RateLimits {
+    /// The limit for a server: its own entry or the default.
+    pub fn for_server(&self, id: &str) -> RateLimit {
+        self.per_server
+            .iter()
+            .find(|p| p.server == id)
+            .map_or(self.default, |p| p.limit)
+    }
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            default: RateLimit {
+                rpm: 120,
+                burst: 20,
+            },
+            per_server: Vec::new(),
+        }
+    }
+}
+
+/// `cross_server:` detectors that look at a whole session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossServer {
+    pub enabled: bool,
+    pub shadow_tool: ShadowTool,
+    pub read_then_send: ReadThenSend,
+    pub cross_server_flow: CrossServerFlow,
+    pub burst: Burst,
+    pub name_similarity: NameSimilarity,
+}
+
+impl Default for CrossServer {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            shadow_tool: ShadowTool {
+                enabled: true,
+                action: Action::Block,
+            },
+            read_then_send: ReadThenSend {
+                enabled: true,
+                window_seconds: 300,
+                action: Action::Block,
+            },
+            cross_server_flow: CrossServerFlow {
+                enabled: true,
+                same_turn_only: true,
+                action: Action::Alert,
+            },
+            burst: Burst {
+                enabled: true,
+                max_calls: 30,
+                window_seconds: 10,
+                action: Action::Alert,
+            },
+            name_similarity: NameSimilarity {
+                enabled: true,
+                threshold: 0.85,
+                action: Action::Alert,
+            },
+        }
+    }
+}
+
+/// A tool whose name another server already provides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShadowTool {
+    pub enabled: bool,
+    pub action: Action,
+}
+
+/// A read from one place followed by a send elsewhere within the window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadThenSend {
+    pub enabled: bool,
+    pub window_seconds: u64,
+    pub action: Action,
+}
+
+impl ReadThenSend {
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_seconds)
+    }
+}
+
+/// Data from one server's result flowing into another server's call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrossServerFlow {
+    pub enabled: bool,
+    pub same_turn_only: bool,
+    pub action: Action,
+}
+
+/// Too many calls in a short window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Burst {
+    pub enabled: bool,
+    pub max_calls: u32,
+    pub window_seconds: u64,
+    pub action: Action,
+}
+
+impl Burst {
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_seconds)
+    }
+}
+
+/// Tool names that look like another server's (typosquatting).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NameSimilarity {
+    pub enabled: bool,
+    /// Similarity in 0..=1 at or above which names count as look-alikes.
+    pub threshold: f64,
+    pub action: Action,
+}
+
+/// `detection:` scanning tool definitions for poisoning.
+#[derive(Clone, Debug)]
+pub struct Detection {
+    pub enabled: bool,
+    /// Findings below this severity are not reported.
+    pub alert_threshold: Severity,
+    /// `Block` removes the tool from tools/list.
+    pub on_detection: Action,
+    pub custom_patterns: Vec<CustomPattern>,
+}
+
+impl Default for Detection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            alert_threshold: Severity::Medium,
+            on_detection: Action::Alert,
+            custom_patterns: Vec::new(),
+        }
+    }
+}
+
+/// One entry of `detection.custom_patterns`.
+#[derive(Clone, Debug)]
+pub struct CustomPattern {
+    pub id: String,
+    /// Searched for anywhere in the text (not anchored).
+    pub pattern: Regex,
+    /// Free-form, e.g. `hidden_instructions`, `exfiltration`.
+    pub category: String,
+    pub severity: Severity,
+    pub description: Option<String>,
+    pub span: Location,
+}
+
+/// `output_inspection:` scanning tool results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputInspection {
+    pub enabled: bool,
+    pub on_detection: Action,
+    pub alert_threshold: Severity,
+}
+
+impl Default for OutputInspection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            on_detection: Action::Alert,
+            alert_threshold: Severity::High,
+        }
+    }
+}
+
+/// `server_requests:` what servers may ask of the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerRequests {
+    pub sampling: RequestAction,
+    pub elicitation: RequestAction,
+    pub roots: RequestAction,
+}
+
+impl Default for ServerRequests {
+    fn default() -> Self {
+        Self {
+            sampling: RequestAction::Block,
+            elicitation: RequestAction::Block,
+            roots: RequestAction::Allow,
+        }
+    }
+}

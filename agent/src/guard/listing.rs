@@ -1,0 +1,240 @@
+//! One tool of a tools/list result: pin comparison (rug pulls) and poisoning detection.
+
+use serde_json::{Value, json};
+
+use crate::audit::{Action, Event, EventKind};
+use crate::config::{self, McpPolicy, PinAction};
+use crate::inspect::{self, Detector, Finding};
+use crate::mcp::{ToolHash, definition_hash};
+use crate::registry::{Entry, ToolState};
+use crate::store::{ToolPin, now_secs};
+
+/// The fields that make up a definition's hash, for "what changed" reports.
+pub const HASHED_FIELDS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
+
+pub struct Listed<'a> {
+    pub server: &'a str,
+    pub definition: &'a Value,
+    /// This run's entry for the same name, if it was listed before.
+    pub previous: Option<&'a Entry>,
+    /// The persistent pin, if any.
+    pub pinned: Option<&'a ToolPin>,
+}
+
+pub struct ListingDecision {
+    pub name: String,
+    pub hash: ToolHash,
+    pub state: ToolState,
+    /// A pin to store (first sight with auto_trust_first, or a change accepted by `allow`).
+    pub pin_write: Option<ToolPin>,
+    pub events: Vec<Event>,
+}
+
+impl ListingDecision {
+    /// Whether the tool stays in the list the client sees.
+    pub fn keep(&self) -> bool {
+        self.state == ToolState::Trusted
+    }
+}
+
+/// Decides one listed tool. `None` for an entry without a usable name (the caller drops it).
+pub fn evaluate(policy: &McpPolicy, detector: &Detector, tool: Listed) -> Option<ListingDecision> {
+    let name = tool.definition.get("name")?.as_str()?.to_owned();
+    let hash = definition_hash(tool.definition);
+    let mut decision = ListingDecision {
+        name,
+        hash,
+        state: ToolState::Trusted,
+        pin_write: None,
+        events: Vec::new(),
+    };
+    if policy.version_pinning.enabled {
+        check_pin(policy, &tool, &mut decision);
+    } else if tool.previous.is_none() {
+        decision
+            .events
+            .push(seen(&tool, &decision, "first seen (pinning disabled)"));
+    }
+    if policy.detection.enabled {
+        check_detection(policy, detector, &tool, &mut decision);
+    }
+    Some(decision)
+}
+
+fn seen(tool: &Listed, d: &ListingDecision, reason: &str) -> Event {
+    Event::new(EventKind::McpToolSeen, tool.server, Action::Allow, reason)
+        .tool(&d.name)
+        .hash(d.hash)
+}
+
+fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
+    let pinning = &policy.version_pinning;
+    let baseline = tool
+        .pinned
+        .map(|pin| (pin.hash.clone(), &pin.definition))
+        .or_else(|| tool.previous.map(|e| (e.hash.to_string(), &e.definition)));
+    let Some((pinned_hash, pinned_definition)) = baseline else {
+        if pinning.auto_trust_first {
+            d.pin_write = Some(ToolPin {
+                hash: d.hash.to_string(),
+                definition: tool.definition.clone(),
+                pinned_at: now_secs(),
+                trusted_by: "auto".into(),
+            });
+            d.events
+                .push(seen(tool, d, "first seen; definition pinned"));
+        } else {
+            withhold(
+                policy,
+                d,
+                "version_pinning",
+                format!(
+                    "tool '{}' is new and not trusted yet (auto_trust_first is off); trust it with `agentshctl mcp pins trust {}:{}`",
+                    d.name, tool.server, d.name
+                ),
+                Event::new(EventKind::McpToolSeen, tool.server, Action::Block, ""),
+            );
+        }
+        return;
+    };
+    if pinned_hash == d.hash.to_string() {
+        if tool.previous.is_none() {
+            d.events.push(seen(tool, d, "matches its pin"));
+        }
+        return;
+    }
+    let changed = changed_fields(pinned_definition, tool.definition);
+    let reason = format!(
+        "definition of tool '{}' changed since it was pinned ({} -> {}; changed: {})",
+        d.name,
+        pinned_hash,
+        d.hash,
+        changed.join(", ")
+    );
+    let details = json!({
+        "pinned_hash": pinned_hash,
+        "new_hash": d.hash.to_string(),
+        "changed_fields": changed,
+    });
+    let event =
+        Event::new(EventKind::McpToolChanged, tool.server, Action::Alert, "").details(details);
+    match pinning.on_change {
+        PinAction::Block => withhold(policy, d, "version_pinning", reason, event),
+        PinAction::Alert => d.events.push(finish(event, d, Action::Alert, reason)),
+        PinAction::Allow => {
+            d.pin_write = Some(ToolPin {
+                hash: d.hash.to_string(),
+                definition: tool.definition.clone(),
+                pinned_at: now_secs(),
+                trusted_by: "auto (on_change: allow)".into(),
+            });
+            d.events.push(finish(event, d, Action::Allow, reason));
+        }
+    }
+}
+
+fn check_detection(
+    policy: &McpPolicy,
+    detector: &Detector,
+    tool: &Listed,
+    d: &mut ListingDecision,
+) {
+    let threshold = policy.detection.alert_threshold;
+    let findings: Vec<Finding> = detector
+        .scan_tool(tool.definition)
+        .into_iter()
+        .filter(|f| at_or_above(f.severity, threshold))
+        .collect();
+    if findings.is_empty() {
+        return;
+    }
+    let worst = inspect::max_severity(&findings).map(|s| s.as_str());
+    let first = &findings[0];
+    let reason = format!(
+        "tool '{}' looks poisoned: {} ({}) in {}: \"{}\"{}",
+        d.name,
+        first.category.as_str(),
+        first.severity.as_str(),
+        first.field,
+        first.matched,
+        match findings.len() {
+            1 => String::new(),
+            n => format!(" and {} more finding(s)", n - 1),
+        }
+    );
+    let event = Event::new(EventKind::McpDetection, tool.server, Action::Alert, "")
+        .details(json!({"max_severity": worst, "findings": findings_json(&findings)}));
+    match policy.detection.on_detection {
+        config::Action::Block => withhold(policy, d, "detection", reason, event),
+        config::Action::Alert => d.events.push(finish(event, d, Action::Alert, reason)),
+    }
+}
+
+/// Withholds the tool (or, in audit-only mode, records that it would have been).
+fn withhold(policy: &McpPolicy, d: &mut ListingDecision, rule: &str, reason: String, event: Event) {
+    if !policy.enforce_policy {
+        let reason = format!("audit-only, would block: {reason}");
+        d.events
+            .push(finish(event, d, Action::Alert, reason).rule(rule));
+        return;
+    }
+    d.events
+        .push(finish(event, d, Action::Block, reason.clone()).rule(rule));
+    // The first block keeps its reason.
+    if d.state == ToolState::Trusted {
+        d.state = ToolState::Withheld {
+            rule: rule.to_owned(),
+            reason,
+        };
+    }
+}
+
+fn finish(mut event: Event, d: &ListingDecision, action: Action, reason: String) -> Event {
+    event.action = action;
+    event.reason = reason;
+    event.tool(&d.name).hash(d.hash)
+}
+
+pub fn at_or_above(severity: inspect::Severity, threshold: config::Severity) -> bool {
+    let rank = |s: &str| {
+        ["low", "medium", "high", "critical"]
+            .iter()
+            .position(|x| *x == s)
+    };
+    rank(severity.as_str()) >= rank(threshold.as_str())
+}
+
+pub fn findings_json(findings: &[Finding]) -> Value {
+    Value::Array(
+        findings
+            .iter()
+            .map(|f| {
+                json!({
+                    "category": f.category.as_str(),
+                    "severity": f.severity.as_str(),
+                    "rule": f.rule,
+                    "field": f.field,
+                    "match": f.matched,
+                    "context": f.context,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Which hashed fields differ between two definitions.
+pub fn changed_fields(old: &Value, new: &Value) -> Vec<&'static str> {
+    let field = |v: &Value, k: &str| v.get(k).filter(|x| !x.is_null()).cloned();
+    HASHED_FIELDS
+        .iter()
+        .copied()
+        .filter(|k| field(old, k) != field(new, k))
+        .collect()
+}

@@ -1,0 +1,764 @@
+//! The stdio interception point: one MCP conversation between a client and one server.
+//!
+//! Each line from either side goes through [`Guard::from_client`] or [`Guard::from_server`],
+//! which returns what to forward (the original bytes, replaced bytes, or nothing) and what to
+//! answer the sender. The guard correlates requests with responses by id so that a tools/list
+//! result is inspected as one and a tools/call result is inspected as the result of that tool.
+//!
+//! Fail closed: a client message that might be a tools/call and cannot be classified, a
+//! duplicate or unknown id, an oversize line, a response nobody asked for: refused or dropped,
+//! with an error to whoever waits for an answer and an audit event.
+
+pub mod listing;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::audit::{Action, Event, EventKind, EventSink};
+use crate::config::{Decision, Policy, RequestAction};
+use crate::inspect::Detector;
+use crate::mcp::message::ToolCallRef;
+use crate::mcp::message::{error_response, error_response_null_id, filter_tools_list};
+use crate::mcp::{Frame, Id, Kind, Message, Method, ToolsListResult, parse};
+use crate::policy::{self, CallRequest};
+use crate::registry::{Entry, Registry};
+use crate::store::PinStore;
+
+/// JSON-RPC error codes the guard answers with.
+pub mod codes {
+    /// The message could not be parsed.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The message is not a valid request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// tools/call params are malformed.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Blocked by agentsh policy.
+    pub const BLOCKED: i64 = -32001;
+    /// Refused by agentsh before policy could apply (oversize, ambiguous, duplicate id).
+    pub const REFUSED: i64 = -32002;
+}
+
+/// Requests in flight per direction; past it new requests are refused, never untracked.
+pub const MAX_PENDING: usize = 65_536;
+
+/// What to do with one line.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub forward: Forward,
+    /// Bytes for the sender of the line (error responses), newline-terminated.
+    pub reply: Vec<u8>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Forward {
+    /// Send the line exactly as received.
+    #[default]
+    Original,
+    /// Send these bytes instead.
+    Replaced(Vec<u8>),
+    /// Send nothing.
+    Drop,
+}
+
+/// Why a client request is in flight: decides how its response is inspected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    ToolsList,
+    ToolsCall {
+        tool: String,
+    },
+    /// resources/read and prompts/get results are content for the model, like tool results.
+    Content {
+        method: &'static str,
+    },
+    Other,
+}
+
+/// One client-server conversation.
+pub struct Guard {
+    server: String,
+    policy: Arc<Policy>,
+    detector: Arc<Detector>,
+    registry: Registry,
+    pins: Option<PinStore>,
+    sink: Arc<dyn EventSink>,
+    client_pending: HashMap<Id, Pending>,
+    server_pending: HashMap<Id, ()>,
+}
+
+impl Guard {
+    pub fn new(
+        server: &str,
+        policy: Arc<Policy>,
+        detector: Arc<Detector>,
+        pins: Option<PinStore>,
+        sink: Arc<dyn EventSink>,
+    ) -> Self {
+        Self {
+            server: server.to_owned(),
+            policy,
+            detector,
+            registry: Registry::default(),
+            pins,
+            sink,
+            client_pending: HashMap::new(),
+            server_pending: HashMap::new(),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn record(&self, event: Event) {
+        self.sink.record(event);
+    }
+
+    fn refused(&self, reason: impl Into<String>, side: &str) -> Event {
+        Event::new(
+            EventKind::McpMessageRefused,
+            &self.server,
+            Action::Block,
+            reason,
+        )
+        .details(json!({ "from": side }))
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // client -> server
+
+    /// A line from the client (without or with its terminator; blank lines pass).
+    pub fn from_client(&mut self, line: &[u8]) -> Outcome {
+        if is_blank(line) {
+            return Outcome::default();
+        }
+        let frame = match parse(line) {
+            Ok(frame) => frame,
+            Err(err) => {
+                let reason = format!("unparseable message refused: {err}");
+                self.record(self.refused(reason.clone(), "client"));
+                let text = format!("agentsh: {reason}");
+                let reply = match recover_id(line) {
+                    Some(id) => error_response(&id, codes::PARSE_ERROR, &text, None),
+                    None => error_response_null_id(codes::PARSE_ERROR, &text, None),
+                };
+                return Outcome {
+                    forward: Forward::Drop,
+                    reply,
+                };
+            }
+        };
+        match frame {
+            Frame::Single(message) => match self.check_client_message(&message) {
+                ClientCheck::Forward(pending) => {
+                    if let Some((id, pending)) = pending {
+                        self.client_pending.insert(id, pending);
+                    }
+                    Outcome::default()
+                }
+                ClientCheck::Refuse(reply) => Outcome {
+                    forward: Forward::Drop,
+                    reply: reply.unwrap_or_default(),
+                },
+            },
+            Frame::Batch(messages) => self.client_batch(&messages),
+        }
+    }
+
+    /// A batch passes whole or not at all: forwarding part of it would need the server's batch
+    /// answer merged with ours, and a refused element is a reason to distrust the rest.
+    fn client_batch(&mut self, messages: &[Message]) -> Outcome {
+        let mut checks = Vec::with_capacity(messages.len());
+        let mut seen_ids = std::collections::HashSet::new();
+        for message in messages {
+            let duplicate = message
+                .id()
+                .filter(|_| matches!(message.kind(), Kind::Request { .. }))
+                .is_some_and(|id| !seen_ids.insert(id.clone()));
+            checks.push(if duplicate {
+                ClientCheck::Refuse(message.id().map(|id| {
+                    error_response(
+                        id,
+                        codes::REFUSED,
+                        "agentsh: duplicate request id in batch",
+                        None,
+                    )
+                }))
+            } else {
+                self.check_client_message(message)
+            });
+        }
+        if checks.iter().all(|c| matches!(c, ClientCheck::Forward(_))) {
+            for check in checks {
+                if let ClientCheck::Forward(Some((id, pending))) = check {
+                    self.client_pending.insert(id, pending);
+                }
+            }
+            return Outcome::default();
+        }
+        let mut replies: Vec<Vec<u8>> = Vec::new();
+        for (message, check) in messages.iter().zip(checks) {
+            match check {
+                ClientCheck::Refuse(Some(reply)) => replies.push(reply),
+                ClientCheck::Refuse(None) => {}
+                ClientCheck::Forward(_) => {
+                    if let Kind::Request { id, .. } = message.kind() {
+                        replies.push(error_response(
+                            id,
+                            codes::REFUSED,
+                            "agentsh: refused because another request of its batch was refused",
+                            None,
+                        ));
+                    }
+                }
+            }
+        }
+        self.record(self.refused("batch refused: it held a refused request", "client"));
+        Outcome {
+            forward: Forward::Drop,
+            reply: batch_of(&replies),
+        }
+    }
+
+    fn check_client_message(&self, message: &Message) -> ClientCheck {
+        let reply_to = |id: Option<&Id>, code: i64, text: &str| {
+            id.map(|id| error_response(id, code, text, None))
+        };
+        if let Some(looks_like) = message.suspicious_method() {
+            let text = format!(
+                "agentsh: refused: method name is an ambiguous spelling of '{}'",
+                looks_like.as_str()
+            );
+            self.record(self.refused(text.clone(), "client"));
+            return ClientCheck::Refuse(reply_to(message.id(), codes::REFUSED, &text));
+        }
+        match message.kind() {
+            Kind::Invalid(reason) => {
+                if message.may_be_tool_call() {
+                    let text = format!("agentsh: refused invalid message: {reason}");
+                    self.record(self.refused(text.clone(), "client"));
+                    let id = message.value().get("id").and_then(Id::from_value);
+                    return ClientCheck::Refuse(Some(match id {
+                        Some(id) => error_response(&id, codes::INVALID_REQUEST, &text, None),
+                        None => error_response_null_id(codes::INVALID_REQUEST, &text, None),
+                    }));
+                }
+                ClientCheck::Forward(None)
+            }
+            Kind::Notification { method } => {
+                if *method == Method::ToolsCall {
+                    // A server may run a tools/call sent without an id; we cannot answer one.
+                    self.record(self.refused("tools/call without an id dropped", "client"));
+                    return ClientCheck::Refuse(None);
+                }
+                ClientCheck::Forward(None)
+            }
+            Kind::Response { .. } | Kind::ErrorResponse { .. } => ClientCheck::Forward(None),
+            Kind::Request { id, method } => {
+                if self.client_pending.contains_key(id) {
+                    let text = "agentsh: refused: a request with this id is still pending";
+                    self.record(self.refused(text, "client"));
+                    return ClientCheck::Refuse(reply_to(Some(id), codes::REFUSED, text));
+                }
+                if self.client_pending.len() >= MAX_PENDING {
+                    let text = "agentsh: refused: too many requests in flight";
+                    self.record(self.refused(text, "client"));
+                    return ClientCheck::Refuse(reply_to(Some(id), codes::REFUSED, text));
+                }
+                let pending = match method {
+                    Method::ToolsCall => return self.check_tool_call(id, message),
+                    Method::ToolsList => Pending::ToolsList,
+                    Method::ResourcesRead => Pending::Content {
+                        method: "resources/read",
+                    },
+                    Method::PromptsGet => Pending::Content {
+                        method: "prompts/get",
+                    },
+                    // A task's result can be a deferred tool result.
+                    Method::TasksResult => Pending::Content {
+                        method: "tasks/result",
+                    },
+                    _ => Pending::Other,
+                };
+                ClientCheck::Forward(Some((id.clone(), pending)))
+            }
+        }
+    }
+
+    fn check_tool_call(&self, id: &Id, message: &Message) -> ClientCheck {
+        let call = match ToolCallRef::from_message(message) {
+            Ok(call) => call,
+            Err(err) => {
+                let text = format!("agentsh: refused tools/call with malformed params: {err}");
+                self.record(self.refused(text.clone(), "client"));
+                return ClientCheck::Refuse(Some(error_response(
+                    id,
+                    codes::INVALID_PARAMS,
+                    &text,
+                    None,
+                )));
+            }
+        };
+        let status = self.registry.status(&self.server, call.name);
+        let verdict = policy::decide_call(
+            self.policy.mcp(),
+            &CallRequest {
+                server: &self.server,
+                tool: call.name,
+                arguments: call.arguments,
+                status,
+            },
+        );
+        let hash = match status {
+            policy::ToolStatus::Listed(h) | policy::ToolStatus::Withheld { hash: h, .. } => {
+                Some(*h)
+            }
+            policy::ToolStatus::Unlisted => None,
+        };
+        let action = match (verdict.decision, verdict.enforced) {
+            (Decision::Block, true) => Action::Block,
+            (Decision::Block, false) => Action::Alert,
+            (Decision::Audit, _) => Action::Audit,
+            (Decision::Allow, _) => Action::Allow,
+        };
+        let reason = if verdict.enforced {
+            verdict.reason.clone()
+        } else {
+            format!("audit-only, would block: {}", verdict.reason)
+        };
+        let mut event = Event::new(EventKind::McpToolCalled, &self.server, action, reason)
+            .tool(call.name)
+            .rule(verdict.rule.clone());
+        if let Some(hash) = hash {
+            event = event.hash(hash);
+        }
+        self.record(event);
+        if verdict.blocks() {
+            let text = format!(
+                "agentsh: blocked tools/call '{}' on server '{}' by {}: {}",
+                call.name, self.server, verdict.rule, verdict.reason
+            );
+            let data = json!({"agentsh": {
+                "action": "block",
+                "server": self.server,
+                "tool": call.name,
+                "rule": verdict.rule,
+                "reason": verdict.reason,
+            }});
+            return ClientCheck::Refuse(Some(error_response(
+                id,
+                codes::BLOCKED,
+                &text,
+                Some(data),
+            )));
+        }
+        ClientCheck::Forward(Some((
+            id.clone(),
+            Pending::ToolsCall {
+                tool: call.name.to_owned(),
+            },
+        )))
+    }
+
+    /// A line longer than the bound: answered with an error, never forwarded.
+    pub fn client_oversize(&mut self, len: usize, id_hint: Option<&Id>) -> Outcome {
+        let text = format!(
+            "agentsh: refused message of more than {len} bytes (max_message_bytes is {})",
+            self.policy.mcp().max_message_bytes
+        );
+        self.record(self.refused(text.clone(), "client"));
+        let reply = match id_hint {
+            Some(id) => error_response(id, codes::REFUSED, &text, None),
+            None => error_response_null_id(codes::REFUSED, &text, None),
+        };
+        Outcome {
+            forward: Forward::Drop,
+            reply,
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // server -> client
+
+    /// A line from the server.
+    pub fn from_server(&mut self, line: &[u8]) -> Outcome {
+        if is_blank(line) {
+            return Outcome::default();
+        }
+        let frame = match parse(line) {
+            Ok(frame) => frame,
+            Err(err) => {
+                // The client cannot be told which request failed; it would read whatever the
+                // line says, so it does not pass.
+                self.record(self.refused(
+                    format!("unparseable message from the server dropped: {err}"),
+                    "server",
+                ));
+                return Outcome {
+                    forward: Forward::Drop,
+                    reply: Vec::new(),
+                };
+            }
+        };
+        match frame {
+            Frame::Single(message) => {
+                let (forward, reply) = self.check_server_message(line, &message);
+                Outcome {
+                    forward: match forward {
+                        ServerForward::Original => Forward::Original,
+                        ServerForward::Replaced(bytes) => Forward::Replaced(bytes),
+                        ServerForward::Drop => Forward::Drop,
+                    },
+                    reply: reply.unwrap_or_default(),
+                }
+            }
+            Frame::Batch(messages) => {
+                let mut parts: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
+                let mut changed = false;
+                let mut replies = Vec::new();
+                for message in &messages {
+                    let (forward, reply) = self.check_server_message(line, message);
+                    replies.extend(reply);
+                    match forward {
+                        ServerForward::Original => parts.push(message.raw(line).to_vec()),
+                        ServerForward::Replaced(mut bytes) => {
+                            trim_newline(&mut bytes);
+                            parts.push(bytes);
+                            changed = true;
+                        }
+                        ServerForward::Drop => changed = true,
+                    }
+                }
+                let forward = match (changed, parts.is_empty()) {
+                    (false, _) => Forward::Original,
+                    (true, true) => Forward::Drop,
+                    (true, false) => Forward::Replaced(batch_of(&parts)),
+                };
+                Outcome {
+                    forward,
+                    reply: batch_of(&replies),
+                }
+            }
+        }
+    }
+
+    fn check_server_message(
+        &mut self,
+        line: &[u8],
+        message: &Message,
+    ) -> (ServerForward, Option<Vec<u8>>) {
+        match message.kind() {
+            Kind::Response { id } => {
+                let Some(pending) = self.client_pending.remove(id) else {
+                    self.record(self.refused("response to no pending request dropped", "server"));
+                    return (ServerForward::Drop, None);
+                };
+                let forward = match pending {
+                    Pending::ToolsList => self.check_tools_list(id, message, line),
+                    Pending::ToolsCall { tool } => {
+                        self.check_content(id, message, &tool, "tools/call")
+                    }
+                    Pending::Content { method } => self.check_content(id, message, "", method),
+                    Pending::Other => ServerForward::Original,
+                };
+                (forward, None)
+            }
+            Kind::ErrorResponse { id } => {
+                if let Some(id) = id {
+                    self.client_pending.remove(id);
+                }
+                (ServerForward::Original, None)
+            }
+            Kind::Request { id, method } => self.check_server_request(id, method),
+            Kind::Notification { .. } => (ServerForward::Original, None),
+            Kind::Invalid(reason) => {
+                self.record(self.refused(
+                    format!("invalid message from the server dropped: {reason}"),
+                    "server",
+                ));
+                (ServerForward::Drop, None)
+            }
+        }
+    }
+
+    fn check_server_request(
+        &mut self,
+        id: &Id,
+        method: &Method,
+    ) -> (ServerForward, Option<Vec<u8>>) {
+        let requests = &self.policy.mcp().server_requests;
+        let action = match method {
+            Method::SamplingCreateMessage => Some(requests.sampling),
+            Method::ElicitationCreate => Some(requests.elicitation),
+            Method::RootsList => Some(requests.roots),
+            _ => None,
+        };
+        let blocked = match action {
+            Some(RequestAction::Block) => self.policy.mcp().enforce_policy,
+            Some(RequestAction::Allow) | None => false,
+        };
+        if action.is_some() {
+            let (event_action, reason) = match (action, blocked) {
+                (_, true) => (Action::Block, "blocked by server_requests policy"),
+                (Some(RequestAction::Block), false) => (
+                    Action::Alert,
+                    "audit-only, would block: server_requests policy",
+                ),
+                _ => (Action::Allow, "allowed by server_requests policy"),
+            };
+            self.record(
+                Event::new(
+                    EventKind::McpServerRequest,
+                    &self.server,
+                    event_action,
+                    reason,
+                )
+                .rule("server_requests")
+                .details(json!({"method": method.as_str()})),
+            );
+        }
+        if blocked {
+            let text = format!(
+                "agentsh: {} from server '{}' blocked by policy (server_requests)",
+                method.as_str(),
+                self.server
+            );
+            return (
+                ServerForward::Drop,
+                Some(error_response(id, codes::BLOCKED, &text, None)),
+            );
+        }
+        if self.server_pending.len() < MAX_PENDING {
+            self.server_pending.insert(id.clone(), ());
+        }
+        (ServerForward::Original, None)
+    }
+
+    fn check_tools_list(&mut self, id: &Id, message: &Message, line: &[u8]) -> ServerForward {
+        let list = match ToolsListResult::from_message(message) {
+            Ok(list) => list,
+            Err(err) => {
+                let text = format!("agentsh: malformed tools/list result refused: {err}");
+                self.record(self.refused(text.clone(), "server"));
+                return ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None));
+            }
+        };
+        let policy = Arc::clone(&self.policy);
+        let mut keep = Vec::with_capacity(list.tools.len());
+        for definition in &list.tools {
+            let name = definition.get("name").and_then(Value::as_str);
+            let previous = name
+                .and_then(|n| self.registry.get(&self.server, n))
+                .cloned();
+            let pinned = match (name, &self.pins) {
+                (Some(n), Some(pins)) => match pins.tool_pin(&self.server, n) {
+                    Ok(pin) => pin,
+                    Err(err) => {
+                        self.record(self.refused(format!("pin store: {err}"), "server"));
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let decision = listing::evaluate(
+                policy.mcp(),
+                &self.detector,
+                listing::Listed {
+                    server: &self.server,
+                    definition,
+                    previous: previous.as_ref(),
+                    pinned: pinned.as_ref(),
+                },
+            );
+            let Some(decision) = decision else {
+                self.record(self.refused("tool without a name removed from tools/list", "server"));
+                keep.push(false);
+                continue;
+            };
+            if let (Some(pin), Some(pins)) = (&decision.pin_write, &self.pins)
+                && let Err(err) = pins.pin_tool(&self.server, &decision.name, pin)
+            {
+                self.record(self.refused(format!("pin store: {err}"), "server"));
+            }
+            keep.push(decision.keep());
+            for event in decision.events.iter().cloned() {
+                self.record(event);
+            }
+            self.registry.insert(
+                &self.server,
+                &decision.name,
+                Entry {
+                    hash: decision.hash,
+                    definition: definition.clone(),
+                    state: decision.state,
+                },
+            );
+        }
+        if keep.iter().all(|k| *k) {
+            return ServerForward::Original;
+        }
+        match filter_tools_list(message.raw(line), &keep) {
+            Ok(bytes) => ServerForward::Replaced(bytes),
+            Err(err) => {
+                let text = format!("agentsh: could not rewrite tools/list: {err}");
+                self.record(self.refused(text.clone(), "server"));
+                ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None))
+            }
+        }
+    }
+
+    /// Output inspection of a tools/call, resources/read or prompts/get result.
+    fn check_content(
+        &mut self,
+        id: &Id,
+        message: &Message,
+        tool: &str,
+        method: &str,
+    ) -> ServerForward {
+        let inspection = &self.policy.mcp().output_inspection;
+        if !inspection.enabled {
+            return ServerForward::Original;
+        }
+        let Some(result) = message.result() else {
+            return ServerForward::Original;
+        };
+        let findings: Vec<_> = self
+            .detector
+            .scan_output(result)
+            .into_iter()
+            .filter(|f| listing::at_or_above(f.severity, inspection.alert_threshold))
+            .collect();
+        if findings.is_empty() {
+            return ServerForward::Original;
+        }
+        let block = inspection.on_detection == crate::config::Action::Block;
+        let enforced = block && self.policy.mcp().enforce_policy;
+        let first = &findings[0];
+        let subject = if tool.is_empty() {
+            method.to_owned()
+        } else {
+            format!("tool '{tool}'")
+        };
+        let reason = format!(
+            "result of {subject} flagged: {} ({}) in {}: \"{}\"",
+            first.category.as_str(),
+            first.severity.as_str(),
+            first.field,
+            first.matched
+        );
+        let action = match (block, enforced) {
+            (true, true) => Action::Block,
+            _ => Action::Alert,
+        };
+        let mut event = Event::new(
+            EventKind::McpOutputInspection,
+            &self.server,
+            action,
+            if block && !enforced {
+                format!("audit-only, would block: {reason}")
+            } else {
+                reason.clone()
+            },
+        )
+        .rule("output_inspection")
+        .details(json!({"method": method, "findings": listing::findings_json(&findings)}));
+        if !tool.is_empty() {
+            event = event.tool(tool);
+            if let Some(entry) = self.registry.get(&self.server, tool) {
+                event = event.hash(entry.hash);
+            }
+        }
+        self.record(event);
+        if enforced {
+            let text = format!("agentsh: blocked {reason}");
+            return ServerForward::Replaced(error_response(id, codes::BLOCKED, &text, None));
+        }
+        ServerForward::Original
+    }
+
+    /// A line from the server longer than the bound: dropped; the request it answered (if its
+    /// id can be found) gets an error so the client does not wait forever.
+    pub fn server_oversize(&mut self, len: usize, id_hint: Option<&Id>) -> Outcome {
+        let text = format!(
+            "agentsh: server message of more than {len} bytes refused (max_message_bytes is {})",
+            self.policy.mcp().max_message_bytes
+        );
+        self.record(self.refused(text.clone(), "server"));
+        let forward = match id_hint {
+            Some(id) if self.client_pending.remove(id).is_some() => {
+                Forward::Replaced(error_response(id, codes::REFUSED, &text, None))
+            }
+            _ => Forward::Drop,
+        };
+        Outcome {
+            forward,
+            reply: Vec::new(),
+        }
+    }
+}
+
+enum ClientCheck {
+    /// Forward; remember the request when it has an id.
+    Forward(Option<(Id, Pending)>),
+    /// Do not forward; answer with this (when there is an id to answer).
+    Refuse(Option<Vec<u8>>),
+}
+
+enum ServerForward {
+    Original,
+    Replaced(Vec<u8>),
+    Drop,
+}
+
+/// The id of a message we refused to parse, so the client's request gets its answer: the
+/// first JSON value of the line read leniently (last duplicate wins, trailing data ignored),
+/// else the framing's best-effort hint.
+fn recover_id(line: &[u8]) -> Option<Id> {
+    let lenient = serde_json::Deserializer::from_slice(line)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok);
+    match lenient {
+        Some(Value::Object(obj)) => obj.get("id").and_then(Id::from_value),
+        Some(_) => None,
+        None => crate::mcp::framing::id_hint(line),
+    }
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| b.is_ascii_whitespace())
+}
+
+fn trim_newline(bytes: &mut Vec<u8>) {
+    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        bytes.pop();
+    }
+}
+
+/// A JSON array line of the given messages (a batch is answered by a batch, even of one);
+/// no messages give no bytes.
+fn batch_of(parts: &[Vec<u8>]) -> Vec<u8> {
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![b'['];
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let end = part.len()
+            - part
+                .iter()
+                .rev()
+                .take_while(|b| matches!(b, b'\n' | b'\r'))
+                .count();
+        out.extend_from_slice(&part[..end]);
+    }
+    out.extend_from_slice(b"]\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

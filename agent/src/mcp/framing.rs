@@ -1,0 +1,551 @@
+//! Newline-delimited framing for the stdio transport.
+//!
+//! [`FrameReader`] splits a byte stream into lines. Every line keeps its exact bytes, terminator
+//! included ([`Line::raw`]), so a forwarder reproduces the input byte for byte; [`Line::content`]
+//! is the view without the terminator.
+//!
+//! Lines are bounded: a line whose content (everything before `\n`, a `\r` included) exceeds
+//! `max_len` is reported once as [`FrameItem::Oversize`] as soon as the bound is crossed, and the
+//! rest of it is skipped as it streams past, never buffered. The reader then continues with the
+//! next line. The item carries a best-effort JSON-RPC id from the first bytes so that the guard
+//! can answer the sender with an error instead of leaving a request hanging.
+//!
+//! Memory per reader: the `BufReader` buffer plus at most `max_len` bytes of a pending line.
+
+use std::io;
+use std::sync::LazyLock;
+
+use regex::bytes::Regex;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use super::jsonrpc::Id;
+
+/// Default bound on one message: 16 MiB.
+pub const DEFAULT_MAX_LEN: usize = 16 * 1024 * 1024;
+/// Read buffer size.
+const READ_BUF: usize = 64 * 1024;
+/// How many leading bytes of an oversize line are searched for an id.
+const ID_HINT_WINDOW: usize = 512;
+
+/// Errors of the framing layer (only I/O: malformed content is the parser's business).
+#[derive(Debug, thiserror::Error)]
+pub enum FramingError {
+    #[error("reading the message stream failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// How a line ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminator {
+    /// `\n`
+    Lf,
+    /// `\r\n`
+    CrLf,
+    /// End of stream without a newline (the peer closed mid-line).
+    Eof,
+}
+
+/// One line, with its exact bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    bytes: Vec<u8>,
+    terminator: Terminator,
+}
+
+impl Line {
+    fn new(bytes: Vec<u8>) -> Self {
+        let terminator = if bytes.ends_with(b"\r\n") {
+            Terminator::CrLf
+        } else if bytes.ends_with(b"\n") {
+            Terminator::Lf
+        } else {
+            Terminator::Eof
+        };
+        Self { bytes, terminator }
+    }
+
+    /// The exact bytes read, terminator included: forward these.
+    pub fn raw(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The line without its terminator (`\n` or `\r\n`): parse this.
+    pub fn content(&self) -> &[u8] {
+        let cut = match self.terminator {
+            Terminator::Lf => 1,
+            Terminator::CrLf => 2,
+            Terminator::Eof => 0,
+        };
+        &self.bytes[..self.bytes.len() - cut]
+    }
+
+    pub fn terminator(&self) -> Terminator {
+        self.terminator
+    }
+
+    /// The stream ended inside this line: the peer never finished it.
+    pub fn is_unterminated(&self) -> bool {
+        self.terminator == Terminator::Eof
+    }
+
+    /// The line holds nothing but JSON whitespace (`" \t\r"`).
+    pub fn is_blank(&self) -> bool {
+        self.content()
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+    }
+
+    /// The exact bytes, terminator included.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// What [`FrameReader::next_frame`] yields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameItem {
+    /// A complete line (or the unterminated last one).
+    Line(Line),
+    /// A line longer than the bound. Its bytes are dropped; the reader resumes after its newline.
+    Oversize {
+        /// Content bytes seen when the bound was crossed (the whole length when the line ended
+        /// within the same read); always more than `max_len`.
+        len_so_far: usize,
+        /// A JSON-RPC id found near the start of the line, if any. Best effort: it may name an
+        /// `"id"` member nested inside `params`, so use it only to address an error reply.
+        id_hint: Option<Id>,
+    },
+}
+
+/// Async line reader with a size bound. See the module documentation.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inner: BufReader<R>,
+    max_len: usize,
+    /// Bytes of the line being assembled (kept here so `next_frame` is cancel safe).
+    pending: Vec<u8>,
+    /// Skipping the remainder of an oversize line.
+    discarding: bool,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// A reader that yields lines of at most `max_len` content bytes.
+    pub fn new(reader: R, max_len: usize) -> Self {
+        Self::with_capacity(READ_BUF, reader, max_len)
+    }
+
+    /// As [`new`](Self::new) with a given read buffer size.
+    pub fn with_capacity(capacity: usize, reader: R, max_len: usize) -> Self {
+        Self {
+            inner: BufReader::with_capacity(capacity.max(1), reader),
+            max_len,
+            pending: Vec::new(),
+            discarding: false,
+        }
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    pub fn get_ref(&self) -> &R {
+        self.inner.get_ref()
+    }
+
+    /// The next line, `Ok(None)` at end of stream.
+    ///
+    /// Cancel safe: a partial line stays buffered in the reader if the future is dropped.
+    pub async fn next_frame(&mut self) -> Result<Option<FrameItem>, FramingError> {
+        loop {
+            let available = match self.inner.fill_buf().await {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if available.is_empty() {
+                // End of stream.
+                self.discarding = false;
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                let bytes = std::mem::take(&mut self.pending);
+                return Ok(Some(FrameItem::Line(Line::new(bytes))));
+            }
+            match memchr::memchr(b'\n', available) {
+                Some(i) => {
+                    if self.discarding {
+                        self.inner.consume(i + 1);
+                        self.discarding = false;
+                        continue;
+                    }
+                    let content_len = self.pending.len() + i;
+                    if content_len > self.max_len {
+                        let id_hint = id_hint_from(&self.pending, available);
+                        self.inner.consume(i + 1);
+                        self.pending = Vec::new();
+                        return Ok(Some(FrameItem::Oversize {
+                            len_so_far: content_len,
+                            id_hint,
+                        }));
+                    }
+                    let line = if self.pending.is_empty() {
+                        // Common case: the whole line is in the buffer, one exact allocation.
+                        available[..=i].to_vec()
+                    } else {
+                        let mut line = std::mem::take(&mut self.pending);
+                        line.extend_from_slice(&available[..=i]);
+                        line
+                    };
+                    self.inner.consume(i + 1);
+                    return Ok(Some(FrameItem::Line(Line::new(line))));
+                }
+                None => {
+                    let n = available.len();
+                    if self.discarding {
+                        self.inner.consume(n);
+                        continue;
+                    }
+                    let len_so_far = self.pending.len() + n;
+                    if len_so_far > self.max_len {
+                        let id_hint = id_hint_from(&self.pending, available);
+                        self.inner.consume(n);
+                        self.pending = Vec::new();
+                        self.discarding = true;
+                        return Ok(Some(FrameItem::Oversize {
+                            len_so_far,
+                            id_hint,
+                        }));
+                    }
+                    self.pending.extend_from_slice(available);
+                    self.inner.consume(n);
+                }
+            }
+        }
+    }
+}
+
+/// Searches the first [`ID_HINT_WINDOW`] bytes of `head ++ tail` for a JSON-RPC id.
+fn id_hint_from(head: &[u8], tail: &[u8]) -> Option<Id> {
+    if head.len() >= ID_HINT_WINDOW {
+        return id_hint(&head[..ID_HINT_WINDOW]);
+    }
+    let take = (ID_HINT_WINDOW - head.len()).min(tail.len());
+    let mut window = Vec::with_capacity(head.len() + take);
+    window.extend_from_slice(head);
+    window.extend_from_slice(&tail[..take]);
+    id_hint(&window)
+}
+
+static ID_RE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#""id"\s*:\s*(-?[0-9]+\s*[,}\]]|"(?:[^"\\]|\\.)*")"#).ok());
+
+/// Best-effort JSON-RPC id in a (possibly truncated) message prefix: the first
+/// `"id": <integer or string>` found.
+pub fn id_hint(prefix: &[u8]) -> Option<Id> {
+    let re = ID_RE.as_ref()?;
+    let caps = re.captures(prefix)?;
+    let token = caps.get(1)?.as_bytes();
+    // A number capture ends with its delimiter: drop it.
+    let token = match token.last() {
+        Some(b',' | b'}' | b']') => &token[..token.len() - 1],
+        _ => token,
+    };
+    let value: serde_json::Value = serde_json::from_slice(token).ok()?;
+    Id::from_value(&value)
+}
+
+/// Writes whole frames and flushes after each call, so a forwarded message is never held back.
+#[derive(Debug)]
+pub struct FrameWriter<W> {
+    inner: W,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    pub fn new(writer: W) -> Self {
+        Self { inner: writer }
+    }
+
+    /// Writes `bytes` exactly as given (a [`Line::raw`] or a reply line) and flushes.
+    pub async fn write_frame(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes).await?;
+        self.inner.flush().await
+    }
+
+    /// Writes several frames back to back, then flushes once.
+    pub async fn write_frames(&mut self, frames: &[&[u8]]) -> io::Result<()> {
+        for f in frames {
+            self.inner.write_all(f).await?;
+        }
+        self.inner.flush().await
+    }
+
+    pub fn get_ref(&self) -> &W {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tokio::io::ReadBuf;
+
+    /// Yields its data in chunks of at most `chunk` bytes, returning Pending between chunks.
+    struct Trickle {
+        data: Vec<u8>,
+        pos: usize,
+        chunk: usize,
+        toggle: bool,
+    }
+
+    impl Trickle {
+        fn new(data: &[u8], chunk: usize) -> Self {
+            Self {
+                data: data.to_vec(),
+                pos: 0,
+                chunk,
+                toggle: false,
+            }
+        }
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            self.toggle = !self.toggle;
+            if self.toggle {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = self
+                .chunk
+                .min(self.data.len() - self.pos)
+                .min(buf.remaining());
+            let start = self.pos;
+            buf.put_slice(&self.data[start..start + n]);
+            self.pos += n;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn collect(data: &[u8], chunk: usize, max: usize) -> Vec<FrameItem> {
+        // A tiny read buffer as well, so lines span many fills.
+        let mut r = FrameReader::with_capacity(chunk.max(1), Trickle::new(data, chunk), max);
+        let mut out = Vec::new();
+        while let Some(item) = r.next_frame().await.expect("no io error") {
+            out.push(item);
+        }
+        out
+    }
+
+    fn line(bytes: &[u8]) -> FrameItem {
+        FrameItem::Line(Line::new(bytes.to_vec()))
+    }
+
+    async fn all_chunkings(data: &[u8], max: usize) -> Vec<FrameItem> {
+        let reference = collect(data, 4096, max).await;
+        for chunk in [1, 2, 3, 5, 7, 16] {
+            assert_eq!(collect(data, chunk, max).await, reference, "chunk {chunk}");
+        }
+        reference
+    }
+
+    #[tokio::test]
+    async fn splits_lines_exactly() {
+        let data = b"{\"a\":1}\n\n{\"b\":2}\r\n  \nlast";
+        let items = all_chunkings(data, 1024).await;
+        assert_eq!(
+            items,
+            vec![
+                line(b"{\"a\":1}\n"),
+                line(b"\n"),
+                line(b"{\"b\":2}\r\n"),
+                line(b"  \n"),
+                line(b"last"),
+            ]
+        );
+        let FrameItem::Line(l) = &items[2] else {
+            panic!("line expected")
+        };
+        assert_eq!(l.content(), b"{\"b\":2}");
+        assert_eq!(l.terminator(), Terminator::CrLf);
+        let FrameItem::Line(l) = &items[1] else {
+            panic!("line expected")
+        };
+        assert!(l.is_blank());
+        assert_eq!(l.content(), b"");
+        let FrameItem::Line(l) = &items[4] else {
+            panic!("line expected")
+        };
+        assert!(l.is_unterminated());
+        assert_eq!(l.content(), b"last");
+        // Concatenating raw bytes reproduces the input.
+        let joined: Vec<u8> = items
+            .iter()
+            .flat_map(|i| match i {
+                FrameItem::Line(l) => l.raw().to_vec(),
+                FrameItem::Oversize { .. } => Vec::new(),
+            })
+            .collect();
+        assert_eq!(joined, data);
+    }
+
+    #[tokio::test]
+    async fn empty_stream_and_lone_newline() {
+        assert!(all_chunkings(b"", 10).await.is_empty());
+        assert_eq!(all_chunkings(b"\n", 10).await, vec![line(b"\n")]);
+    }
+
+    #[tokio::test]
+    async fn bound_is_on_content() {
+        // Exactly max content bytes passes; CR counts as content.
+        assert_eq!(all_chunkings(b"12345\n", 5).await, vec![line(b"12345\n")]);
+        let items = all_chunkings(b"1234\r\n", 5).await;
+        assert_eq!(items, vec![line(b"1234\r\n")]);
+        let items = all_chunkings(b"12345\r\n", 5).await;
+        assert!(matches!(items[..], [FrameItem::Oversize { .. }]));
+    }
+
+    #[tokio::test]
+    async fn oversize_then_normal_lines() {
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"req-7\",\"method\":\"tools/call\",\"params\":{{\"x\":\"{}\"}}}}\n",
+            "A".repeat(5000)
+        );
+        let data = [big.as_bytes(), b"{\"ok\":1}\n", big.as_bytes(), b"\n"].concat();
+        for chunk in [1, 3, 64, 100_000] {
+            let items = collect(&data, chunk, 100).await;
+            assert_eq!(items.len(), 4, "chunk {chunk}: {items:?}");
+            let FrameItem::Oversize {
+                len_so_far,
+                id_hint,
+            } = &items[0]
+            else {
+                panic!("oversize expected");
+            };
+            assert!(*len_so_far > 100);
+            assert_eq!(id_hint, &Some(Id::String("req-7".into())));
+            assert_eq!(items[1], line(b"{\"ok\":1}\n"));
+            assert!(matches!(items[2], FrameItem::Oversize { .. }));
+            assert_eq!(items[3], line(b"\n"));
+        }
+        // Whole line in one read: the full length is known.
+        let items = collect(&data, 100_000, 100).await;
+        let FrameItem::Oversize { len_so_far, .. } = items[0] else {
+            panic!("oversize expected")
+        };
+        assert_eq!(len_so_far, big.len() - 1);
+    }
+
+    #[tokio::test]
+    async fn oversize_at_eof() {
+        let data = b"{\"id\": 42, \"method\": \"x\", \"params\": \"0123456789abcdef\"}";
+        for chunk in [1, 4, 1000] {
+            let items = collect(data, chunk, 10).await;
+            assert_eq!(items.len(), 1, "chunk {chunk}");
+            assert!(matches!(
+                &items[0],
+                FrameItem::Oversize { id_hint: Some(Id::Number(n)), .. } if n.as_i64() == Some(42)
+            ));
+        }
+        // A short tail after an oversize line that reaches EOF is not reported again.
+        let items = collect(b"0123456789ABCDEF", 3, 10).await;
+        assert_eq!(items.len(), 1);
+    }
+
+    #[test]
+    fn id_hints() {
+        let n = |s: &str| id_hint(s.as_bytes());
+        assert_eq!(n(r#"{"id" : -3,"#), Some(Id::Number((-3).into())));
+        assert_eq!(n(r#"{"id":"a\"b"}"#), Some(Id::String("a\"b".into())));
+        assert_eq!(n(r#"{"id":"\u0041"}"#), Some(Id::String("A".into())));
+        assert_eq!(n(r#"{"id":"unterminated"#), None);
+        assert_eq!(n(r#"{"id":null}"#), None);
+        assert_eq!(n(r#"{"id":1.5}"#), None);
+        assert_eq!(
+            n(r#"{"id":12"#),
+            None,
+            "a number cut by the window is no hint"
+        );
+        assert_eq!(n(r#"{"id":12 }"#), Some(Id::Number(12.into())));
+        assert_eq!(n(r#"{"method":"x"}"#), None);
+    }
+
+    /// The reader agrees with a naive splitter on random inputs and random chunkings.
+    #[tokio::test]
+    async fn matches_reference_on_random_input() {
+        #[derive(Debug, PartialEq)]
+        enum Norm {
+            Line(Vec<u8>),
+            Oversize,
+        }
+        fn reference(data: &[u8], max: usize) -> Vec<Norm> {
+            let mut out = Vec::new();
+            let mut rest = data;
+            while !rest.is_empty() {
+                let (line, content_len) = match rest.iter().position(|&b| b == b'\n') {
+                    Some(i) => (&rest[..=i], i),
+                    None => (rest, rest.len()),
+                };
+                out.push(if content_len > max {
+                    Norm::Oversize
+                } else {
+                    Norm::Line(line.to_vec())
+                });
+                rest = &rest[line.len()..];
+            }
+            out
+        }
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..300 {
+            let len = (next() % 200) as usize;
+            let data: Vec<u8> = (0..len)
+                .map(|_| match next() % 8 {
+                    0 => b'\n',
+                    1 => b'\r',
+                    _ => b'a',
+                })
+                .collect();
+            let max = (next() % 24) as usize;
+            let chunk = 1 + (next() % 9) as usize;
+            let got: Vec<Norm> = collect(&data, chunk, max)
+                .await
+                .into_iter()
+                .map(|item| match item {
+                    FrameItem::Line(l) => Norm::Line(l.into_bytes()),
+                    FrameItem::Oversize { len_so_far, .. } => {
+                        assert!(len_so_far > max);
+                        Norm::Oversize
+                    }
+                })
+                .collect();
+            assert_eq!(
+                got,
+                reference(&data, max),
+                "max {max} chunk {chunk} {data:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn writer_writes_exact_bytes() {
+        let mut w = FrameWriter::new(Vec::new());
+        w.write_frame(b"{\"a\":1}\r\n").await.expect("write");
+        w.write_frames(&[b"x\n", b"y\n"]).await.expect("write");
+        assert_eq!(w.into_inner(), b"{\"a\":1}\r\nx\ny\n");
+    }
+}

@@ -1,0 +1,252 @@
+use super::*;
+use crate::config::{self, Policy};
+use serde_json::json;
+
+fn policy(yaml: &str) -> Policy {
+    config::load_str(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn call<'a>(
+    server: &'a str,
+    tool: &'a str,
+    args: &'a Value,
+    status: ToolStatus<'a>,
+) -> CallRequest<'a> {
+    CallRequest {
+        server,
+        tool,
+        arguments: args.as_object(),
+        status,
+    }
+}
+
+fn hash(byte: u8) -> ToolHash {
+    format!("sha256:{}", hex::encode([byte; 32]))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn nothing_configured_allows() {
+    let p = policy("");
+    let args = json!({"path": "/tmp/x"});
+    let v = decide_call(
+        p.mcp(),
+        &call("fs", "read_file", &args, ToolStatus::Unlisted),
+    );
+    assert_eq!(v.decision, Decision::Allow);
+    assert_eq!(v.rule, "default");
+}
+
+#[test]
+fn most_restrictive_rule_wins_whatever_the_order() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: ok, match: {tool_name: "*"}, decision: allow}
+      - {id: watch, match: {tool_name: write_file}, decision: audit}
+      - {id: no-etc, match: {tool_name: write_file, argument_patterns: {path: "/etc/**"}}, decision: block, reason: "no /etc"}
+"#,
+    );
+    let args = json!({"path": "/etc/passwd"});
+    let v = decide_call(
+        p.mcp(),
+        &call("fs", "write_file", &args, ToolStatus::Unlisted),
+    );
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Decision::Block, "rules/no-etc")
+    );
+    assert_eq!(v.reason, "no /etc");
+    let args = json!({"path": "/tmp/x"});
+    let v = decide_call(
+        p.mcp(),
+        &call("fs", "write_file", &args, ToolStatus::Unlisted),
+    );
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Decision::Audit, "rules/watch")
+    );
+}
+
+#[test]
+fn block_rules_see_normalised_paths_and_names() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    blocked_tools: [execute_command]
+    rules:
+      - {id: ssh, match: {tool_name: read_file, argument_patterns: {path: "**/.ssh/**"}}, decision: block}
+      - {id: meta, match: {tool_name: "*", argument_patterns: {"*": "http://169.254.169.254/**"}}, decision: block}
+"#,
+    );
+    for path in [
+        "/home/u/project/../../u/.ssh/id_rsa",
+        "//home//u/.ssh//id_rsa/",
+        "file:///root/.ssh/id_rsa",
+        "~/.ssh/id_ed25519",
+    ] {
+        let args = json!({ "path": path });
+        let v = decide_call(
+            p.mcp(),
+            &call("fs", "read_file", &args, ToolStatus::Unlisted),
+        );
+        assert!(v.blocks(), "{path} passed");
+    }
+    let args = json!({"path": "/home/u/ssh-project/README.md"});
+    assert!(
+        !decide_call(
+            p.mcp(),
+            &call("fs", "read_file", &args, ToolStatus::Unlisted)
+        )
+        .blocks()
+    );
+    // Case and fullwidth forms of a blocked tool name.
+    for name in [
+        "Execute_Command",
+        "ＥＸＥＣＵＴＥ_command",
+        "execute_command ",
+    ] {
+        let args = json!({});
+        let v = decide_call(p.mcp(), &call("sh", name, &args, ToolStatus::Unlisted));
+        assert!(v.blocks(), "{name:?} passed");
+    }
+    // Nested, encoded URL.
+    let args = json!({"request": {"target": "HTTP://0xA9FEA9FE/latest/meta-data/"}});
+    assert!(decide_call(p.mcp(), &call("web", "fetch", &args, ToolStatus::Unlisted)).blocks());
+}
+
+#[test]
+fn allow_rules_do_not_trust_traversal() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    default_decision: audit
+    rules:
+      - {id: project, match: {tool_name: read_file, argument_patterns: {path: "/home/u/project/**"}}, decision: allow}
+"#,
+    );
+    let inside = json!({"path": "/home/u/project/src/main.rs"});
+    let v = decide_call(
+        p.mcp(),
+        &call("fs", "read_file", &inside, ToolStatus::Unlisted),
+    );
+    // allow < audit default: the default still applies, allow rules never lower it.
+    assert_eq!(v.decision, Decision::Audit);
+    let escape = json!({"path": "/home/u/project/../../../etc/shadow"});
+    let v = decide_call(
+        p.mcp(),
+        &call("fs", "read_file", &escape, ToolStatus::Unlisted),
+    );
+    assert_eq!((v.decision, v.rule.as_str()), (Decision::Audit, "default"));
+}
+
+#[test]
+fn withheld_and_unlisted_tools() {
+    let p = policy("sandbox: {mcp: {fail_closed: true, servers: [{id: fs, command: x}]}}");
+    let args = json!({});
+    let h = hash(1);
+    let v = decide_call(
+        p.mcp(),
+        &call(
+            "fs",
+            "t",
+            &args,
+            ToolStatus::Withheld {
+                hash: &h,
+                rule: "version_pinning",
+                reason: "definition changed",
+            },
+        ),
+    );
+    assert!(v.blocks());
+    assert_eq!(v.rule, "version_pinning");
+    let v = decide_call(p.mcp(), &call("fs", "t", &args, ToolStatus::Unlisted));
+    assert_eq!(v.rule, "fail_closed");
+    assert!(v.blocks());
+    let v = decide_call(p.mcp(), &call("fs", "t", &args, ToolStatus::Listed(&h)));
+    assert!(!v.blocks());
+    // An undeclared server under fail_closed.
+    let v = decide_call(p.mcp(), &call("other", "t", &args, ToolStatus::Listed(&h)));
+    assert!(v.blocks());
+    assert!(v.reason.contains("not declared"), "{}", v.reason);
+}
+
+#[test]
+fn server_and_tool_lists() {
+    let h1 = hash(1);
+    let h2 = hash(2);
+    let p = policy(&format!(
+        r#"
+sandbox:
+  mcp:
+    server_policy: allowlist
+    allowed_servers: ["fs", "git-*"]
+    denied_servers: ["git-evil"]
+    tool_policy: allowlist
+    allowed_tools:
+      - {{server: fs, tool: read_file, content_hash: "{h1}"}}
+      - {{server: "git-*", tool: "*"}}
+    denied_tools:
+      - {{server: "*", tool: "delete_*"}}
+"#
+    ));
+    let args = json!({});
+    let d = |server, tool, status| decide_call(p.mcp(), &call(server, tool, &args, status));
+    assert!(!d("fs", "read_file", ToolStatus::Listed(&h1)).blocks());
+    let changed = d("fs", "read_file", ToolStatus::Listed(&h2));
+    assert!(changed.blocks() && changed.reason.contains("content_hash"));
+    assert!(d("fs", "write_file", ToolStatus::Listed(&h1)).blocks());
+    assert!(!d("git-main", "log", ToolStatus::Unlisted).blocks());
+    assert!(d("git-main", "delete_branch", ToolStatus::Unlisted).blocks());
+    assert_eq!(
+        d("git-evil", "log", ToolStatus::Unlisted).rule,
+        "denied_servers"
+    );
+    assert_eq!(
+        d("web", "fetch", ToolStatus::Unlisted).rule,
+        "server_policy"
+    );
+}
+
+#[test]
+fn audit_only_mode_records_but_does_not_block() {
+    let p = policy("sandbox: {mcp: {enforce_policy: false, blocked_tools: [rm]}}");
+    let args = json!({});
+    let v = decide_call(p.mcp(), &call("sh", "rm", &args, ToolStatus::Unlisted));
+    assert_eq!(v.decision, Decision::Block);
+    assert!(!v.enforced);
+    assert!(!v.blocks());
+}
+
+#[test]
+fn numeric_and_array_arguments_are_matched() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: suid, match: {tool_name: chmod, argument_patterns: {mode: {regex: "^[2-7][0-7]{3}$"}}}, decision: block}
+      - {id: ssh, match: {tool_name: read_many, argument_patterns: {paths: "**/.ssh/**"}}, decision: block}
+      - {id: nested, match: {tool_name: call, argument_patterns: {opts.target: "/etc/**"}}, decision: block}
+"#,
+    );
+    let args = json!({"mode": 4755});
+    assert!(decide_call(p.mcp(), &call("s", "chmod", &args, ToolStatus::Unlisted)).blocks());
+    let args = json!({"paths": ["/tmp/a", "/home/u/.ssh/id_rsa"]});
+    assert!(
+        decide_call(
+            p.mcp(),
+            &call("s", "read_many", &args, ToolStatus::Unlisted)
+        )
+        .blocks()
+    );
+    let args = json!({"opts": {"target": "/etc/shadow"}});
+    assert!(decide_call(p.mcp(), &call("s", "call", &args, ToolStatus::Unlisted)).blocks());
+    let args = json!({"target": "/etc/shadow"});
+    assert!(!decide_call(p.mcp(), &call("s", "call", &args, ToolStatus::Unlisted)).blocks());
+}

@@ -1,0 +1,69 @@
+//! (server, tool) -> the definition last listed, its hash, and whether it may be called.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::mcp::ToolHash;
+use crate::policy::ToolStatus;
+
+/// Whether a listed tool may be called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolState {
+    Trusted,
+    /// Removed from tools/list and refused on call, with the rule and reason that withheld it.
+    Withheld {
+        rule: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub hash: ToolHash,
+    pub definition: Value,
+    pub state: ToolState,
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    tools: HashMap<String, HashMap<String, Entry>>,
+}
+
+impl Registry {
+    pub fn get(&self, server: &str, tool: &str) -> Option<&Entry> {
+        self.tools.get(server)?.get(tool)
+    }
+
+    pub fn insert(&mut self, server: &str, tool: &str, entry: Entry) {
+        self.tools
+            .entry(server.to_owned())
+            .or_default()
+            .insert(tool.to_owned(), entry);
+    }
+
+    /// What the policy needs to know about a call of `tool`.
+    pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
+        match self.get(server, tool) {
+            None => ToolStatus::Unlisted,
+            Some(Entry {
+                hash,
+                state: ToolState::Trusted,
+                ..
+            }) => ToolStatus::Listed(hash),
+            Some(Entry {
+                hash,
+                state: ToolState::Withheld { rule, reason },
+                ..
+            }) => ToolStatus::Withheld { hash, rule, reason },
+        }
+    }
+
+    /// Every tool of `server`, by name.
+    pub fn tools(&self, server: &str) -> impl Iterator<Item = (&str, &Entry)> {
+        self.tools
+            .get(server)
+            .into_iter()
+            .flat_map(|tools| tools.iter().map(|(name, entry)| (name.as_str(), entry)))
+    }
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs what building and testing agentsh needs on a fresh Debian machine, skipping what is
+# already there. Safe to run again and again: `make run` and `make test` call it first.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+say() { printf 'setup: %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    say "need root to run: $*"; exit 1; fi
+}
+
+apt_updated=0
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ $apt_updated -eq 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  say "apt-get install ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Rust: stable for the workspace, nightly + rust-src for the BPF target (build-std=core).
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v rustup >/dev/null; then
+  say "rustup is required (https://rustup.rs); the machine image ships it"; exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+if ! rustup toolchain list | grep -q '^nightly'; then
+  say "installing the nightly toolchain (BPF target)"; rustup toolchain install nightly --profile minimal
+fi
+rustup component list --toolchain nightly --installed | grep -q '^rust-src' ||
+  rustup component add rust-src --toolchain nightly
+
+# bpf-linker links the kernel programs; it builds against LLVM 22 (about 5 minutes, once).
+if ! command -v bpf-linker >/dev/null; then
+  apt_install llvm-22-dev libpolly-22-dev zlib1g-dev libzstd-dev
+  say "cargo install bpf-linker (LLVM 22)"
+  LLVM_PREFIX=/usr/lib/llvm-22 cargo install --locked bpf-linker --no-default-features --features llvm-22
+fi
+
+# Node.js runs the real MCP servers and the official MCP SDK client in the end-to-end tests.
+command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+peers="$here/tests/peers"
+stamp="$peers/node_modules/.agentsh-lock-sha256"
+want=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  say "npm ci (test peers)"
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$want" >"$stamp"
+fi

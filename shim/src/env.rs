@@ -1,0 +1,209 @@
+//! The server's environment: what a wrapped MCP server may see of ours.
+//!
+//! Order of rules: `env_deny` always removes; with a non-empty `env_allow` only the standard
+//! variables and the allowed ones pass; without one everything passes except credentials
+//! (sensitive names and suffixes), which pass only when `env_allow` names them.
+
+use std::ffi::OsString;
+
+/// Variables a process needs to run at all (and CA bundles agentsh itself sets).
+const STANDARD: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "PWD",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+];
+
+/// Names that are credentials whatever their suffix.
+const SENSITIVE_NAMES: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "KUBECONFIG",
+    "DATABASE_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "NETRC",
+    "PGPASSFILE",
+];
+
+/// Suffixes (after an underscore, or the whole name) that mark a credential.
+const SENSITIVE_SUFFIXES: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "KEY",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "COOKIE",
+    "APIKEY",
+    "PAT",
+];
+
+pub fn is_standard(name: &str) -> bool {
+    STANDARD.contains(&name) || name.starts_with("LC_")
+}
+
+/// Case-insensitive: `github_token` is as secret as `GITHUB_TOKEN`.
+pub fn is_sensitive(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if SENSITIVE_NAMES.contains(&upper.as_str()) {
+        return true;
+    }
+    let last = upper.rsplit(['_', '-']).next().unwrap_or(&upper);
+    SENSITIVE_SUFFIXES.contains(&last)
+        || upper.ends_with("APIKEY")
+        || upper.ends_with("API_KEY")
+        || upper.ends_with("PRIVATE_KEY")
+}
+
+/// The server's policy on variables: name matchers from config.
+pub struct EnvRules<'a> {
+    pub allow: &'a dyn Fn(&str) -> bool,
+    pub allow_is_set: bool,
+    pub deny: &'a dyn Fn(&str) -> bool,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Filtered {
+    pub kept: Vec<(OsString, OsString)>,
+    /// Names only: values never leave this module.
+    pub removed: Vec<String>,
+}
+
+pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvRules) -> Filtered {
+    let mut out = Filtered::default();
+    for (name, value) in vars {
+        // A name that is not UTF-8 cannot be matched against policy: it does not pass.
+        let Some(text) = name.to_str() else {
+            out.removed.push(name.to_string_lossy().into_owned());
+            continue;
+        };
+        let keep = if (rules.deny)(text) {
+            false
+        } else if rules.allow_is_set {
+            is_standard(text) || (rules.allow)(text)
+        } else {
+            !is_sensitive(text) || (rules.allow)(text)
+        };
+        if keep {
+            out.kept.push((name, value));
+        } else {
+            out.removed.push(text.to_owned());
+        }
+    }
+    out.removed.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(names: &[&str]) -> Vec<(OsString, OsString)> {
+        names
+            .iter()
+            .map(|n| (OsString::from(n), OsString::from("v")))
+            .collect()
+    }
+
+    fn kept(f: &Filtered) -> Vec<String> {
+        f.kept
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn default_strips_credentials_keeps_the_rest() {
+        let none = |_: &str| false;
+        let rules = EnvRules {
+            allow: &none,
+            allow_is_set: false,
+            deny: &none,
+        };
+        let f = filter(
+            vars(&[
+                "PATH",
+                "HOME",
+                "EDITOR",
+                "GITHUB_TOKEN",
+                "AWS_SECRET_ACCESS_KEY",
+                "OPENAI_API_KEY",
+                "SSH_AUTH_SOCK",
+                "db_password",
+                "KEYBOARD",
+                "MONKEY",
+            ]),
+            &rules,
+        );
+        assert_eq!(kept(&f), ["PATH", "HOME", "EDITOR", "KEYBOARD", "MONKEY"]);
+        assert_eq!(
+            f.removed,
+            [
+                "AWS_SECRET_ACCESS_KEY",
+                "GITHUB_TOKEN",
+                "OPENAI_API_KEY",
+                "SSH_AUTH_SOCK",
+                "db_password"
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_allow_passes_a_credential_but_deny_wins() {
+        let allow = |n: &str| n == "GITHUB_TOKEN" || n == "NPM_TOKEN";
+        let deny = |n: &str| n == "NPM_TOKEN";
+        let rules = EnvRules {
+            allow: &allow,
+            allow_is_set: true,
+            deny: &deny,
+        };
+        let f = filter(
+            vars(&["PATH", "LC_ALL", "GITHUB_TOKEN", "NPM_TOKEN", "EDITOR"]),
+            &rules,
+        );
+        assert_eq!(kept(&f), ["PATH", "LC_ALL", "GITHUB_TOKEN"]);
+        assert_eq!(f.removed, ["EDITOR", "NPM_TOKEN"]);
+    }
+
+    #[test]
+    fn non_utf8_names_are_removed() {
+        use std::os::unix::ffi::OsStringExt;
+        let none = |_: &str| false;
+        let rules = EnvRules {
+            allow: &none,
+            allow_is_set: false,
+            deny: &none,
+        };
+        let f = filter(
+            vec![(OsString::from_vec(vec![0xff, b'A']), OsString::from("x"))],
+            &rules,
+        );
+        assert!(f.kept.is_empty());
+        assert_eq!(f.removed.len(), 1);
+    }
+}

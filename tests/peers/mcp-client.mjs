@@ -1,0 +1,62 @@
+// A real MCP client (the official TypeScript SDK) driven by a JSON script, for agentsh's tests.
+//
+//   node mcp-client.mjs '<steps json>' -- CMD ARGS...
+//
+// Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}}, ...]
+// Prints one JSON line per step: {"op","ok":true,"result"} or {"op","ok":false,"error":{code,message}}.
+// Exits 0 when every step ran (a refused call is a result, not a failure), 1 on a broken session.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const sep = process.argv.indexOf("--");
+if (sep < 0 || sep + 1 >= process.argv.length) {
+  console.error("usage: mcp-client.mjs STEPS_JSON -- CMD ARGS...");
+  process.exit(2);
+}
+const steps = JSON.parse(process.argv[2]);
+const [command, ...args] = process.argv.slice(sep + 1);
+
+const transport = new StdioClientTransport({
+  command,
+  args,
+  env: { ...getDefaultEnvironment(), ...process.env },
+  stderr: "inherit",
+});
+const client = new Client({ name: "agentsh-test-client", version: "1.0.0" }, { capabilities: {} });
+
+const emit = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+try {
+  await client.connect(transport);
+  for (const step of steps) {
+    try {
+      switch (step.op) {
+        case "list": {
+          const tools = [];
+          let cursor;
+          do {
+            const page = await client.listTools(cursor ? { cursor } : {});
+            tools.push(...page.tools);
+            cursor = page.nextCursor;
+          } while (cursor);
+          emit({ op: "list", ok: true, result: { tools } });
+          break;
+        }
+        case "call": {
+          const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
+          emit({ op: "call", name: step.name, ok: true, result });
+          break;
+        }
+        default:
+          throw new Error(`unknown op ${step.op}`);
+      }
+    } catch (err) {
+      emit({ op: step.op, name: step.name, ok: false, error: { code: err.code ?? null, message: String(err.message ?? err) } });
+    }
+  }
+  await client.close();
+  process.exit(0);
+} catch (err) {
+  console.error("mcp-client: session failed:", err);
+  process.exit(1);
+}
