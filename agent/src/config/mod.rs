@@ -36,7 +36,9 @@ pub use keywords::{
     UnknownKeyword,
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
-pub use patterns::{ArgPattern, ArgSelector, NameGlob, NameRegex, PathGlob, ToolMatcher};
+pub use patterns::{
+    ArgPattern, ArgSelector, GlobError, NameGlob, NameRegex, PathGlob, ToolMatcher,
+};
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
     Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,

@@ -2,17 +2,127 @@
 
 use std::fmt;
 
-use globset::{Glob, GlobBuilder, GlobMatcher};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
-fn build_glob(source: &str, literal_separator: bool) -> Result<GlobMatcher, globset::Error> {
-    // Backslash escapes are set explicitly (globset's default depends on the platform) so that
-    // `\[` means a literal bracket in every policy, e.g. in an IPv6 URL.
-    let glob: Glob = GlobBuilder::new(source)
-        .literal_separator(literal_separator)
-        .backslash_escape(true)
-        .build()?;
-    Ok(glob.compile_matcher())
+/// Upper bound on the patterns one glob's `{..}` alternatives may expand to.
+pub const MAX_GLOB_EXPANSIONS: usize = 256;
+
+/// Why a glob does not compile.
+#[derive(Debug, thiserror::Error)]
+pub enum GlobError {
+    #[error("{}", .0.kind())]
+    Syntax(globset::Error),
+    #[error("its {{..}} alternatives expand to more than {MAX_GLOB_EXPANSIONS} patterns")]
+    TooManyAlternatives,
+}
+
+/// Compiles a glob. `{a,b}` alternatives are expanded here rather than by globset, which
+/// silently drops empty alternatives (`x{,/**}` would not match `x`, `http{,s}://` not `http://`).
+fn build_glob(source: &str, literal_separator: bool) -> Result<GlobSet, GlobError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in expand_braces(source)? {
+        // Backslash escapes are set explicitly (globset's default depends on the platform) so
+        // that `\[` means a literal bracket in every policy, e.g. in an IPv6 URL.
+        let glob = GlobBuilder::new(&pattern)
+            .literal_separator(literal_separator)
+            .backslash_escape(true)
+            .build()
+            .map_err(GlobError::Syntax)?;
+        set.add(glob);
+    }
+    set.build().map_err(GlobError::Syntax)
+}
+
+/// `a{b,{c,}}d` -> `abd`, `acd`, `ad`. Escaped braces and braces inside `[..]` classes are
+/// literal; an unbalanced `{` is left for globset to report.
+fn expand_braces(source: &str) -> Result<Vec<String>, GlobError> {
+    let Some((open, close)) = first_group(source) else {
+        return Ok(vec![source.to_owned()]);
+    };
+    let (prefix, body, suffix) = (
+        &source[..open],
+        &source[open + 1..close],
+        &source[close + 1..],
+    );
+    let mut out = Vec::new();
+    for alternative in split_alternatives(body) {
+        for expanded in expand_braces(&format!("{prefix}{alternative}{suffix}"))? {
+            if out.len() == MAX_GLOB_EXPANSIONS {
+                return Err(GlobError::TooManyAlternatives);
+            }
+            out.push(expanded);
+        }
+    }
+    Ok(out)
+}
+
+/// Byte offsets of the first top-level `{` and its matching `}`.
+fn first_group(s: &str) -> Option<(usize, usize)> {
+    let bytes = s.as_bytes();
+    let (mut i, mut depth, mut open) = (0, 0usize, None);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 1,
+            b'[' => i = class_end(bytes, i),
+            b'{' => {
+                if depth == 0 {
+                    open = Some(i);
+                }
+                depth += 1;
+            }
+            b'}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return open.map(|o| (o, i));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the `]` closing the class that opens at `start` (or `start` if it never closes).
+fn class_end(bytes: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    if matches!(bytes.get(i), Some(b'!' | b'^')) {
+        i += 1;
+    }
+    // A `]` right after the opening bracket is a member of the class.
+    if bytes.get(i) == Some(&b']') {
+        i += 1;
+    }
+    while i < bytes.len() {
+        if bytes[i] == b']' {
+            return i;
+        }
+        i += 1;
+    }
+    start
+}
+
+/// Splits a group body at its top-level commas.
+fn split_alternatives(body: &str) -> Vec<&str> {
+    let bytes = body.as_bytes();
+    let (mut parts, mut start, mut depth, mut i) = (Vec::new(), 0, 0usize, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 1,
+            b'[' => i = class_end(bytes, i),
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => {
+                parts.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(&body[start..]);
+    parts
 }
 
 /// A glob over names (servers, tools, environment variables): `*` matches any run of
@@ -20,11 +130,11 @@ fn build_glob(source: &str, literal_separator: bool) -> Result<GlobMatcher, glob
 #[derive(Clone, Debug)]
 pub struct NameGlob {
     source: String,
-    matcher: GlobMatcher,
+    matcher: GlobSet,
 }
 
 impl NameGlob {
-    pub fn new(source: &str) -> Result<Self, globset::Error> {
+    pub fn new(source: &str) -> Result<Self, GlobError> {
         Ok(Self {
             source: source.to_string(),
             matcher: build_glob(source, false)?,
@@ -56,11 +166,11 @@ impl NameGlob {
 #[derive(Clone, Debug)]
 pub struct PathGlob {
     source: String,
-    matcher: GlobMatcher,
+    matcher: GlobSet,
 }
 
 impl PathGlob {
-    pub fn new(source: &str) -> Result<Self, globset::Error> {
+    pub fn new(source: &str) -> Result<Self, GlobError> {
         Ok(Self {
             source: source.to_string(),
             matcher: build_glob(source, true)?,
@@ -208,9 +318,8 @@ mod tests {
         assert!(g.matches("http://169.254.169.254/latest/meta-data/iam/"));
         assert!(g.matches("https://169.254.169.254/x"));
         assert!(!g.matches("http://169.254.169.2540/"));
-        // globset has no empty alternative: `x{,/**}` does not match `x`, so policies spell
-        // both forms out.
-        assert!(!PathGlob::new("/etc{,/**}").unwrap().matches("/etc"));
+        // Empty alternatives work (we expand braces ourselves; globset alone drops them).
+        assert!(PathGlob::new("/etc{,/**}").unwrap().matches("/etc"));
     }
 
     #[test]
@@ -247,5 +356,39 @@ mod tests {
         let src = String::from("(abc");
         let err = Regex::new(&src).unwrap_err();
         assert_eq!(regex_error_message(&err), "unclosed group");
+    }
+}
+
+#[cfg(test)]
+mod brace_tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_nested_alternatives_expand() {
+        assert_eq!(expand_braces("a{b,{c,}}d").unwrap(), ["abd", "acd", "ad"]);
+        assert_eq!(expand_braces(r"x\{a,b\}").unwrap(), [r"x\{a,b\}"]);
+        assert_eq!(expand_braces("[{,}]x").unwrap(), ["[{,}]x"]);
+        let g =
+            PathGlob::new("http{,s}://{169.254.169.254,metadata.google.internal}{,/**}").unwrap();
+        for hit in [
+            "http://169.254.169.254",
+            "https://169.254.169.254/latest/meta-data/",
+            "http://metadata.google.internal/computeMetadata/v1/",
+        ] {
+            assert!(g.matches(hit), "{hit}");
+        }
+        assert!(!g.matches("http://169.254.169.2544/"));
+        let etc = PathGlob::new("/etc{,/**}").unwrap();
+        assert!(etc.matches("/etc") && etc.matches("/etc/a/b") && !etc.matches("/etcx"));
+    }
+
+    #[test]
+    fn expansion_is_bounded_and_errors_are_reported() {
+        let many = "{a,b,c,d}".repeat(5);
+        assert!(matches!(
+            PathGlob::new(&many),
+            Err(GlobError::TooManyAlternatives)
+        ));
+        assert!(matches!(PathGlob::new("a{b"), Err(GlobError::Syntax(_))));
     }
 }

@@ -32,9 +32,14 @@ struct Compiled {
 struct ModeSet {
     lower: RegexSet,
     lower_idx: Vec<usize>,
+    /// Cased rules, then the base64-run and hex-run detectors as the last two patterns (so one
+    /// pass over the text also says whether decoding is worth trying).
     cased: RegexSet,
     cased_idx: Vec<usize>,
 }
+
+const B64_RUN: &str = r"[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{16,}={0,2}";
+const HEX_RUN: &str = r"\b(?:[0-9a-fA-F]{2}){10,}\b";
 
 pub(crate) struct Engine {
     rules: Vec<Compiled>,
@@ -62,7 +67,7 @@ fn compile_builtin(id: &'static str, pattern: &str) -> Result<Regex, InspectErro
 }
 
 /// The set only decides which rules to confirm, so it gets a relaxed superset of each pattern:
-/// bounded gaps `{0,N}` / `{1,N}` become `*` / `+`. Bounded repetitions multiply lazy-DFA
+/// bounded repetitions `{a,N}` lose their upper bound (`{0,N}` -> `*`, `{1,N}` -> `+`). Bounded repetitions multiply lazy-DFA
 /// states (every counter position is a distinct state); unbounded loops do not. The exact
 /// pattern still decides the match.
 fn relax(p: &str) -> String {
@@ -79,11 +84,16 @@ fn relax(p: &str) -> String {
         if c == '{'
             && let Some(close) = rest.find('}')
             && let Some((lo, hi)) = rest[1..close].split_once(',')
-            && (lo == "0" || lo == "1")
+            && !lo.is_empty()
+            && lo.bytes().all(|b| b.is_ascii_digit())
             && !hi.is_empty()
             && hi.bytes().all(|b| b.is_ascii_digit())
         {
-            out.push(if lo == "0" { '*' } else { '+' });
+            match lo {
+                "0" => out.push('*'),
+                "1" => out.push('+'),
+                _ => out.push_str(&format!("{{{lo},}}")),
+            }
             rest = &rest[close + 1..];
             continue;
         }
@@ -138,7 +148,9 @@ impl Engine {
                     .collect()
             };
             let lp = pats(&lower_idx);
-            let cp = pats(&cased_idx);
+            let mut cp = pats(&cased_idx);
+            cp.push(B64_RUN.to_string());
+            cp.push(HEX_RUN.to_string());
             let err = |e| InspectError::BuiltinRule {
                 id: "<rule set>",
                 source: Box::new(e),
@@ -204,11 +216,8 @@ impl Engine {
             custom,
             defensive: compile_builtin("<defensive>", rules::DEFENSIVE)?,
             quote_meta: compile_builtin("<quote-meta>", rules::QUOTE_META)?,
-            b64_run: compile_builtin(
-                "<base64-run>",
-                r"[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{16,}={0,2}",
-            )?,
-            hex_run: compile_builtin("<hex-run>", r"\b(?:[0-9a-fA-F]{2}){10,}\b")?,
+            b64_run: compile_builtin("<base64-run>", B64_RUN)?,
+            hex_run: compile_builtin("<hex-run>", HEX_RUN)?,
         })
     }
 
@@ -261,18 +270,25 @@ impl Engine {
         self.report_homoglyphs(text, field, mode, identifier, &n, out);
 
         let set = &self.modes[mode.index()];
-        for (which, idx) in [(false, &set.lower_idx), (true, &set.cased_idx)] {
-            let (hay, rs) = if which {
-                (n.text.as_bytes(), &set.cased)
-            } else {
-                (n.lower.as_bytes(), &set.lower)
-            };
-            if idx.is_empty() {
-                continue;
+        let lower_hits = set.lower.matches(n.lower.as_bytes());
+        if lower_hits.matched_any() {
+            for m in lower_hits.iter() {
+                let rule = &self.rules[set.lower_idx[m]];
+                self.apply(rule, n.lower.as_bytes(), text, field, mode, &n, out);
             }
-            for m in rs.matches(hay).iter() {
-                let rule = &self.rules[idx[m]];
-                self.apply(rule, hay, text, field, mode, &n, out);
+        }
+        let cased_hits = set.cased.matches(n.text.as_bytes());
+        let (mut b64, mut hex) = (false, false);
+        if cased_hits.matched_any() {
+            for m in cased_hits.iter() {
+                match m.checked_sub(set.cased_idx.len()) {
+                    None => {
+                        let rule = &self.rules[set.cased_idx[m]];
+                        self.apply(rule, n.text.as_bytes(), text, field, mode, &n, out);
+                    }
+                    Some(0) => b64 = true,
+                    Some(_) => hex = true,
+                }
             }
         }
         if let Some((set, idx)) = &self.custom {
@@ -285,7 +301,7 @@ impl Engine {
             seed_phrase(text, field, &n, out);
         }
         if depth < MAX_DEPTH {
-            self.scan_encoded(text, field, mode, depth, &n, out);
+            self.scan_encoded(text, field, mode, depth, &n, (b64, hex), out);
         }
     }
 
@@ -574,6 +590,7 @@ impl Engine {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn scan_encoded(
         &self,
         orig: &str,
@@ -581,12 +598,32 @@ impl Engine {
         mode: Mode,
         depth: u8,
         n: &Normalized,
+        (b64, hex): (bool, bool),
         out: &mut Vec<Finding>,
     ) {
         let text = n.text.as_str();
+        // One pass for the whole-string encodings' markers.
+        let (mut pct, mut ent, mut esc, mut named) = (0usize, 0usize, 0usize, false);
+        let tb = text.as_bytes();
+        for (i, &c) in tb.iter().enumerate() {
+            match c {
+                b'%' => pct += 1,
+                b'&' => match tb.get(i + 1) {
+                    Some(b'#') => ent += 1,
+                    Some(b'l') | Some(b'g') => named |= tb.get(i + 2) == Some(&b't'),
+                    _ => {}
+                },
+                b'\\' => esc += usize::from(matches!(tb.get(i + 1), Some(b'u') | Some(b'x'))),
+                _ => {}
+            }
+        }
+        if !b64 && !hex && pct < 3 && ent < 2 && !named && esc < 3 {
+            return;
+        }
         let mut candidates: Vec<(&'static str, usize, usize, String)> = Vec::new();
         let mut seen = HashSet::new();
-        for m in self.b64_run.find_iter(text.as_bytes()).take(MAX_RUNS) {
+        let b64_iter = b64.then(|| self.b64_run.find_iter(text.as_bytes()));
+        for m in b64_iter.into_iter().flatten().take(MAX_RUNS) {
             let run = &text[m.start()..m.end()];
             if let Some(d) = encoded::base64(run)
                 && seen.insert(d.clone())
@@ -594,7 +631,8 @@ impl Engine {
                 candidates.push(("base64", m.start(), m.end(), d));
             }
         }
-        for m in self.hex_run.find_iter(text.as_bytes()).take(MAX_RUNS) {
+        let hex_iter = hex.then(|| self.hex_run.find_iter(text.as_bytes()));
+        for m in hex_iter.into_iter().flatten().take(MAX_RUNS) {
             let run = &text[m.start()..m.end()];
             if let Some(d) = encoded::hex(run)
                 && seen.insert(d.clone())
@@ -605,19 +643,11 @@ impl Engine {
         let whole = [
             (
                 "percent",
-                text.matches('%').count() >= 3,
+                pct >= 3,
                 encoded::percent as fn(&str) -> Option<String>,
             ),
-            (
-                "html",
-                text.matches("&#").count() >= 2 || text.contains("&lt;"),
-                encoded::html_entities,
-            ),
-            (
-                "escape",
-                text.matches("\\u").count() + text.matches("\\x").count() >= 3,
-                encoded::escapes,
-            ),
+            ("html", ent >= 2 || named, encoded::html_entities),
+            ("escape", esc >= 3, encoded::escapes),
         ];
         for (name, applies, decode) in whole {
             if applies && let Some(d) = decode(text) {

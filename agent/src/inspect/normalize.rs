@@ -206,6 +206,9 @@ struct Unit {
 /// Normalises `orig`. `identifier` also splits snake_case, kebab-case and camelCase into words
 /// (for tool names and property names).
 pub(crate) fn normalize(orig: &str, identifier: bool) -> Normalized {
+    if orig.is_ascii() {
+        return normalize_ascii(orig, identifier);
+    }
     let mut n = Normalized::default();
     let mut units: Vec<Unit> = Vec::with_capacity(orig.len());
 
@@ -259,6 +262,63 @@ pub(crate) fn normalize(orig: &str, identifier: bool) -> Normalized {
     fold_lookalikes(&mut units, &mut n, orig);
     build_output(&units, identifier, &mut n);
     n
+}
+
+/// Fast path for pure-ASCII text (most tool definitions): nothing to strip, decompose or fold,
+/// only whitespace collapsing and identifier splitting.
+fn normalize_ascii(orig: &str, identifier: bool) -> Normalized {
+    let b = orig.as_bytes();
+    let mut text = Vec::with_capacity(b.len() + 8);
+    let mut map: Vec<u32> = Vec::with_capacity(b.len() + 8);
+    let mut ascii_letters = 0;
+    let mut pending_ws = false;
+    let mut pending_nl = false;
+    let mut prev: Option<u8> = None;
+    for (i, &c0) in b.iter().enumerate() {
+        let mut c = c0;
+        if c.is_ascii_alphabetic() {
+            ascii_letters += 1;
+        }
+        if identifier && matches!(c, b'_' | b'-' | b'.' | b'/' | b':') {
+            c = b' ';
+        }
+        if c.is_ascii_whitespace() || c.is_ascii_control() {
+            pending_ws = true;
+            if c == b'\n' || c == b'\r' {
+                pending_nl = true;
+            }
+            prev = None;
+            continue;
+        }
+        if identifier && let Some(p) = prev {
+            let next = b.get(i + 1).copied();
+            let camel = (p.is_ascii_lowercase() || p.is_ascii_digit()) && c.is_ascii_uppercase()
+                || p.is_ascii_uppercase()
+                    && c.is_ascii_uppercase()
+                    && next.is_some_and(|n| n.is_ascii_lowercase());
+            if camel {
+                pending_ws = true;
+            }
+        }
+        if pending_ws && !text.is_empty() {
+            text.push(if pending_nl { b'\n' } else { b' ' });
+            map.push(i as u32);
+        }
+        pending_ws = false;
+        pending_nl = false;
+        text.push(c);
+        map.push(i as u32);
+        prev = Some(c);
+    }
+    // Only ASCII bytes were pushed.
+    let text = String::from_utf8(text).unwrap_or_default();
+    Normalized {
+        lower: text.to_ascii_lowercase(),
+        text,
+        map,
+        ascii_letters,
+        ..Normalized::default()
+    }
 }
 
 /// An invisible between two ASCII alphanumerics splits a word: that is an evasion, whereas a
@@ -423,6 +483,22 @@ mod tests {
         let n = normalize("Получить данные о погоде", false);
         assert!(n.homoglyphs.is_empty());
         assert_eq!(n.text, "Получить данные о погоде");
+    }
+
+    #[test]
+    fn ascii_and_general_paths_agree() {
+        for s in [
+            "Read  the\n\n file\tnow",
+            "exfil_dnsTunnel",
+            "HTTPServer-probe x",
+        ] {
+            for ident in [false, true] {
+                let a = normalize_ascii(s, ident);
+                // Force the general path with a trailing non-ASCII char.
+                let g = normalize(&format!("{s}é"), ident);
+                assert_eq!(format!("{}é", a.text), g.text, "{s} {ident}");
+            }
+        }
     }
 
     #[test]

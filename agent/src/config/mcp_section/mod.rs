@@ -8,7 +8,7 @@ mod settings;
 use super::diagnostic::{Location, Report};
 use super::formats::normalize_sha256;
 use super::keywords::{Decision, ListPolicy};
-use super::patterns::{NameGlob, regex_error_message};
+use super::patterns::{GlobError, NameGlob, regex_error_message};
 use super::reader::{self, Fields};
 use super::schema::{McpPolicy, ToolSelector};
 use super::yaml::Node;
@@ -175,8 +175,8 @@ fn name_globs(r: &mut Report, f: &Fields<'_>, key: &str) -> Vec<NameGlob> {
     each(r, f, key, name_glob)
 }
 
-fn glob_error(r: &mut Report, at: Location, path: &str, text: &str, e: &globset::Error) {
-    r.error(at, format!("`{path}`: invalid glob `{text}`: {}", e.kind()));
+fn glob_error(r: &mut Report, at: Location, path: &str, text: &str, e: &GlobError) {
+    r.error(at, format!("`{path}`: invalid glob `{text}`: {e}"));
 }
 
 fn regex_error(r: &mut Report, at: Location, path: &str, e: &regex::Error) {
