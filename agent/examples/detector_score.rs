@@ -546,6 +546,28 @@ fn main() -> ExitCode {
         held_fp.n
     );
 
+    // How much rests on tool names ("exfil_dns_tunnel")? Rescan with every name blanked.
+    let mut nameless = Tally::default();
+    for it in &mal {
+        if let Input::Tools(ts) = &it.input {
+            let findings: Vec<Finding> = ts
+                .iter()
+                .flat_map(|t| {
+                    let mut t = t.clone();
+                    t["name"] = Value::String("tool".into());
+                    det.scan_tool(&t)
+                })
+                .collect();
+            nameless.add(max_severity(&findings).is_some_and(|m| m >= t));
+        }
+    }
+    println!(
+        "  cisco-evals with tool names blanked:              detection {} ({}/{})",
+        pct(nameless.rate()),
+        nameless.flagged,
+        nameless.n
+    );
+
     // Throughput: every tool definition and payload in the corpus, several passes.
     let mut tools: Vec<&Value> = Vec::new();
     for items in [&live, &cben, &mal, &beh] {

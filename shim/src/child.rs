@@ -1,14 +1,17 @@
 //! The wrapped server process: spawn, forward signals, propagate how it ended.
+//!
+//! Forwarded signals are blocked in every shim thread and taken with `sigwait` by one thread
+//! that relays them to the server, so no handler runs inside the relay threads. The server gets
+//! the signals unblocked again before exec.
 
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use anyhow::{Context as _, Result};
-use nix::sys::signal::{self, Signal};
+use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::unistd::Pid;
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal as unix_signal};
 
 /// Signals a client may send the shim that the server must see too.
 const FORWARDED: &[Signal] = &[
@@ -19,6 +22,21 @@ const FORWARDED: &[Signal] = &[
     Signal::SIGUSR1,
     Signal::SIGUSR2,
 ];
+
+fn forwarded_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for &sig in FORWARDED {
+        set.add(sig);
+    }
+    set
+}
+
+/// Blocks the forwarded signals in this thread and every thread it starts afterwards. Call it
+/// first thing in `main`.
+pub fn block_forwarded_signals() -> Result<()> {
+    signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&forwarded_set()), None)
+        .context("blocking signals")
+}
 
 /// Starts `program` (an already resolved path) with `argv0` as its argv[0], a clean environment
 /// made of `env`, piped stdin/stdout and our stderr.
@@ -35,28 +53,33 @@ pub fn spawn(
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(false);
+        .stderr(Stdio::inherit());
+    let unblock = forwarded_set();
+    // SAFETY: between fork and exec only async-signal-safe calls: sigprocmask.
+    unsafe {
+        cmd.pre_exec(move || {
+            signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&unblock), None)
+                .map_err(std::io::Error::from)
+        });
+    }
     cmd.spawn()
         .with_context(|| format!("cannot start {}", program.display()))
 }
 
-/// Forwards every signal in [`FORWARDED`] to `pid`, one small task per signal; abort the
-/// returned tasks once the child is gone.
-pub fn forward_signals(pid: u32) -> Result<Vec<tokio::task::JoinHandle<()>>> {
+/// Relays the forwarded signals to `pid` from a thread of its own, for the life of the process.
+pub fn forward_signals(pid: u32) -> Result<()> {
     let pid = Pid::from_raw(i32::try_from(pid).context("child pid out of range")?);
-    let mut tasks = Vec::with_capacity(FORWARDED.len());
-    for &sig in FORWARDED {
-        let mut stream =
-            unix_signal(SignalKind::from_raw(sig as i32)).context("installing signal handler")?;
-        tasks.push(tokio::spawn(async move {
-            while stream.recv().await.is_some() {
+    let set = forwarded_set();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            while let Ok(sig) = set.wait() {
                 // The child may already be gone; nothing to do then.
                 let _ = signal::kill(pid, sig);
             }
-        }));
-    }
-    Ok(tasks)
+        })
+        .context("starting the signal thread")?;
+    Ok(())
 }
 
 /// Ends this process the way the server ended: same exit code, or the same signal.
@@ -68,12 +91,15 @@ pub fn exit_like(status: ExitStatus) -> ! {
     if let Some(raw) = status.signal()
         && let Ok(sig) = Signal::try_from(raw)
     {
-        // Restore the default action so raising the signal ends us with it (and a core dump
-        // where the server dumped one).
+        // Default action and unblocked, so raising it ends us with the same signal (and a core
+        // dump where the server dumped one).
         // SAFETY: installing SIG_DFL has no preconditions.
         unsafe {
             let _ = signal::signal(sig, signal::SigHandler::SigDfl);
         }
+        let mut set = SigSet::empty();
+        set.add(sig);
+        let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
         let _ = signal::raise(sig);
         std::process::exit(128 + raw);
     }

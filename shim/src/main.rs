@@ -55,17 +55,12 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("agentsh-shim: cannot start the runtime: {err}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    match runtime.block_on(run(args)) {
+    // Before any thread exists, so every thread inherits the mask.
+    if let Err(err) = child::block_forwarded_signals() {
+        eprintln!("agentsh-shim: {err:#}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    match run(args) {
         Ok(never) => match never {},
         Err(err) => {
             eprintln!("agentsh-shim: {err:#}");
@@ -74,7 +69,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<std::convert::Infallible> {
+fn run(args: Args) -> Result<std::convert::Infallible> {
     let Some(policy_path) = &args.policy else {
         // Daemon mode arrives with agentshd; until then a shim without a policy has no engine,
         // and running the server unguarded would be a silent bypass.
@@ -151,12 +146,12 @@ async fn run(args: Args) -> Result<std::convert::Infallible> {
     if let Some(refusal) = check_binary_pin(&policy, &server, &resolved, pins.as_ref(), &*sink)? {
         // Answer the client with the reason instead of leaving it with a dead pipe.
         sink.close();
-        relay::refuse_all(&refusal).await;
+        relay::refuse_all(&refusal);
         std::process::exit(i32::from(EXIT_CONFIG));
     }
 
     let mut child = child::spawn(&resolved.path, program, program_args, &filtered.kept)?;
-    let signals = child.id().map(child::forward_signals).transpose()?;
+    child::forward_signals(child.id())?;
     let guard = agentsh::guard::Guard::new(
         &server,
         Arc::clone(&policy),
@@ -165,11 +160,8 @@ async fn run(args: Args) -> Result<std::convert::Infallible> {
         Arc::clone(&sink),
     );
     let max = policy.mcp().max_message_bytes;
-    relay::run(&mut child, guard, max).await?;
-    let status = child.wait().await.context("waiting for the server")?;
-    for task in signals.into_iter().flatten() {
-        task.abort();
-    }
+    relay::run(&mut child, guard, max)?;
+    let status = child.wait().context("waiting for the server")?;
     // exit_like does not return: flush the audit trail first.
     sink.close();
     child::exit_like(status)

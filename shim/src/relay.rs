@@ -1,76 +1,91 @@
-//! The two relay directions and their writers.
+//! The two relay directions, one thread each, over blocking pipes.
 //!
-//! Readers parse lines and ask the guard; writers own the pipes, write whatever is queued and
-//! flush when the queue runs dry (one flush per burst, not per message). Queues are bounded so
-//! a side that stops reading slows the other down instead of growing memory.
+//! A message is read, judged and forwarded on the same thread: no hand-off between threads or
+//! tasks on the hot path. Output is buffered and flushed when the input has nothing more
+//! buffered, so a burst costs one write and a lone message is sent at once.
+//!
+//! Replies (errors for refused messages) go the other way, to the sender, from a small writer
+//! thread: a direction blocked on a full pipe must never hold up the other direction, or a
+//! client and server that both stop reading would deadlock us.
 
-use std::sync::{Arc, Mutex};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
+use std::process::Child;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use agentsh::guard::{Forward, Guard, Outcome};
+use agentsh::guard::{Forward, Guard, Outcome, Parsed};
 use agentsh::mcp::message::error_response;
-use agentsh::mcp::{Frame, FrameItem, FrameReader, Kind, parse};
+use agentsh::mcp::{BlockingFrameReader, Frame, FrameItem, Kind, parse};
 use anyhow::{Context as _, Result};
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::process::Child;
-use tokio::sync::mpsc;
 
-const QUEUE: usize = 256;
-
-enum Out {
-    Bytes(Vec<u8>),
-    /// Close the pipe (the client hung up: the server sees EOF).
-    Close,
-}
+type Sink<W> = Arc<Mutex<Option<BufWriter<W>>>>;
 
 /// Relays until the server closes its stdout. The client's EOF closes the server's stdin.
-pub async fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<()> {
+pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<()> {
     let server_in = child.stdin.take().context("server stdin")?;
     let server_out = child.stdout.take().context("server stdout")?;
+    let client_in = own_fd(std::io::stdin().as_fd()).context("stdin")?;
+    let client_out = own_fd(std::io::stdout().as_fd()).context("stdout")?;
+
     let guard = Arc::new(Mutex::new(guard));
+    let to_server: Sink<std::process::ChildStdin> = Arc::new(Mutex::new(Some(
+        BufWriter::with_capacity(1 << 16, server_in),
+    )));
+    let to_client: Sink<File> = Arc::new(Mutex::new(Some(BufWriter::with_capacity(
+        1 << 16,
+        client_out,
+    ))));
+    let reply_to_client = replier(Arc::clone(&to_client));
+    let reply_to_server = replier(Arc::clone(&to_server));
 
-    let (to_server, server_rx) = mpsc::channel::<Out>(QUEUE);
-    let (to_client, client_rx) = mpsc::channel::<Out>(QUEUE);
-    let server_writer = tokio::spawn(write_loop(server_in, server_rx));
-    let client_writer = tokio::spawn(write_loop(tokio::io::stdout(), client_rx));
-
-    let client_reader = {
+    {
         let guard = Arc::clone(&guard);
-        let to_server = to_server.clone();
-        let to_client = to_client.clone();
-        tokio::spawn(async move {
-            let mut reader = FrameReader::new(tokio::io::stdin(), max_message_bytes);
-            loop {
-                let outcome_and_line = match reader.next_frame().await {
-                    Ok(Some(FrameItem::Line(line))) => {
-                        let outcome = lock(&guard).from_client(line.content());
-                        (outcome, Some(line.into_bytes()))
-                    }
-                    Ok(Some(FrameItem::Oversize {
-                        len_so_far,
-                        id_hint,
-                    })) => (
-                        lock(&guard).client_oversize(len_so_far, id_hint.as_ref()),
-                        None,
-                    ),
-                    Ok(None) => break,
-                    Err(err) => {
-                        eprintln!("agentsh-shim: reading from the client: {err}");
+        let to_server = Arc::clone(&to_server);
+        std::thread::Builder::new()
+            .name("client-to-server".into())
+            .spawn(move || {
+                let mut reader = BlockingFrameReader::new(client_in, max_message_bytes);
+                loop {
+                    let (outcome, line) = match reader.next_frame() {
+                        Ok(Some(FrameItem::Line(line))) => {
+                            let parsed = Parsed::new(line.content());
+                            let outcome = lock(&guard).client_parsed(line.content(), parsed);
+                            (outcome, Some(line.into_bytes()))
+                        }
+                        Ok(Some(FrameItem::Oversize {
+                            len_so_far,
+                            id_hint,
+                        })) => (
+                            lock(&guard).client_oversize(len_so_far, id_hint.as_ref()),
+                            None,
+                        ),
+                        Ok(None) => break,
+                        Err(err) => {
+                            eprintln!("agentsh-shim: reading from the client: {err}");
+                            break;
+                        }
+                    };
+                    let more = reader.has_buffered();
+                    if !apply(outcome, line, &to_server, more, &reply_to_client) {
                         break;
                     }
-                };
-                if !apply(outcome_and_line, &to_server, &to_client).await {
-                    break;
                 }
-            }
-            let _ = to_server.send(Out::Close).await;
-        })
-    };
+                // The client hung up: the server sees EOF on its stdin.
+                if let Some(mut writer) = lock(&to_server).take() {
+                    let _ = writer.flush();
+                }
+            })
+            .context("starting the relay thread")?;
+    }
 
-    let mut reader = FrameReader::new(server_out, max_message_bytes);
+    let mut reader = BlockingFrameReader::new(server_out, max_message_bytes);
     loop {
-        let outcome_and_line = match reader.next_frame().await {
+        let (outcome, line) = match reader.next_frame() {
             Ok(Some(FrameItem::Line(line))) => {
-                let outcome = lock(&guard).from_server(line.content());
+                let parsed = Parsed::new(line.content());
+                let outcome = lock(&guard).server_parsed(line.content(), parsed);
                 (outcome, Some(line.into_bytes()))
             }
             Ok(Some(FrameItem::Oversize {
@@ -86,81 +101,90 @@ pub async fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> R
                 break;
             }
         };
-        if !apply(outcome_and_line, &to_client, &to_server).await {
+        let more = reader.has_buffered();
+        if !apply(outcome, line, &to_client, more, &reply_to_server) {
             break;
         }
     }
-
-    // The server is done: deliver what is queued for the client, then stop.
-    client_reader.abort();
-    drop(to_server);
-    drop(to_client);
-    let _ = client_writer.await;
-    server_writer.abort();
+    // The server is done: what the client is owed goes out before we exit.
+    drop(reply_to_server);
+    if let Some(writer) = lock(&to_client).as_mut() {
+        let _ = writer.flush();
+    }
     Ok(())
 }
 
-/// Sends the forwarded line onward and the reply back. False when the onward side is gone.
-async fn apply(
-    (outcome, line): (Outcome, Option<Vec<u8>>),
-    onward: &mpsc::Sender<Out>,
-    back: &mpsc::Sender<Out>,
+/// Forwards (flushing unless more input is already buffered) and queues the reply. False when
+/// the onward side is gone.
+fn apply<W: Write>(
+    outcome: Outcome,
+    line: Option<Vec<u8>>,
+    onward: &Sink<W>,
+    more_input: bool,
+    reply_back: &mpsc::Sender<Vec<u8>>,
 ) -> bool {
     let Outcome { forward, reply } = outcome;
     if !reply.is_empty() {
-        let _ = back.send(Out::Bytes(reply)).await;
+        let _ = reply_back.send(reply);
     }
     let bytes = match (forward, line) {
         (Forward::Original, Some(line)) => line,
         (Forward::Replaced(bytes), _) => bytes,
         (Forward::Original, None) | (Forward::Drop, _) => return true,
     };
-    onward.send(Out::Bytes(bytes)).await.is_ok()
+    let mut sink = lock(onward);
+    let Some(writer) = sink.as_mut() else {
+        return false;
+    };
+    writer.write_all(&bytes).is_ok() && (more_input || writer.flush().is_ok())
 }
 
-fn lock(guard: &Mutex<Guard>) -> std::sync::MutexGuard<'_, Guard> {
-    // A panic while holding the guard would already have ended the relay task; the state is
-    // still the last consistent one.
-    guard
+/// A thread that writes replies to `sink`, so the thread that produced them never blocks on it.
+fn replier<W: Write + Send + 'static>(sink: Sink<W>) -> mpsc::Sender<Vec<u8>> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let spawned = std::thread::Builder::new()
+        .name("replies".into())
+        .spawn(move || {
+            while let Ok(reply) = rx.recv() {
+                let mut sink = lock(&sink);
+                let Some(writer) = sink.as_mut() else { return };
+                if writer
+                    .write_all(&reply)
+                    .and_then(|()| writer.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("agentsh-shim: cannot start the reply writer: {err}");
+    }
+    tx
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock ends that relay direction; the data is still the last
+    // consistent state, so the other direction may go on using it.
+    mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(writer: W, mut rx: mpsc::Receiver<Out>) {
-    let mut out = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(item) = rx.recv().await {
-        let mut close = false;
-        let mut ok = match item {
-            Out::Bytes(bytes) => out.write_all(&bytes).await.is_ok(),
-            Out::Close => {
-                close = true;
-                true
-            }
-        };
-        while ok && !close {
-            match rx.try_recv() {
-                Ok(Out::Bytes(bytes)) => ok = out.write_all(&bytes).await.is_ok(),
-                Ok(Out::Close) => close = true,
-                Err(_) => break,
-            }
-        }
-        if !ok || out.flush().await.is_err() {
-            return;
-        }
-        if close {
-            let _ = out.shutdown().await;
-            return;
-        }
-    }
-    let _ = out.flush().await;
+/// Our own handle on a standard stream, bypassing std's line-buffered, locked wrappers.
+fn own_fd(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<File> {
+    Ok(File::from(fd.try_clone_to_owned()?))
 }
 
 /// When the server must not start: answer every request with `message` until the client hangs up.
-pub async fn refuse_all(message: &str) {
+pub fn refuse_all(message: &str) {
     eprintln!("{message}");
-    let mut reader = FrameReader::new(tokio::io::stdin(), 1 << 20);
-    let mut stdout = tokio::io::stdout();
-    while let Ok(Some(item)) = reader.next_frame().await {
+    let Ok(stdin) = own_fd(std::io::stdin().as_fd()) else {
+        return;
+    };
+    let mut reader = BlockingFrameReader::new(stdin, 1 << 20);
+    let mut stdout = std::io::stdout().lock();
+    while let Ok(Some(item)) = reader.next_frame() {
         let FrameItem::Line(line) = item else {
             continue;
         };
@@ -174,7 +198,11 @@ pub async fn refuse_all(message: &str) {
         for m in messages {
             if let Kind::Request { id, .. } = m.kind() {
                 let reply = error_response(id, agentsh::guard::codes::REFUSED, message, None);
-                if stdout.write_all(&reply).await.is_err() || stdout.flush().await.is_err() {
+                if stdout
+                    .write_all(&reply)
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
                     return;
                 }
             }

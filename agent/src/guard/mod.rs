@@ -131,10 +131,18 @@ impl Guard {
 
     /// A line from the client (without or with its terminator; blank lines pass).
     pub fn from_client(&mut self, line: &[u8]) -> Outcome {
-        if is_blank(line) {
-            return Outcome::default();
-        }
-        let frame = match parse(line) {
+        let parsed = Parsed::new(line);
+        self.client_parsed(line, parsed)
+    }
+
+    /// As [`from_client`](Self::from_client) with the line already parsed (parse outside any
+    /// lock around the guard: it is the largest part of the work and needs no state).
+    pub fn client_parsed(&mut self, line: &[u8], parsed: Parsed) -> Outcome {
+        let frame = match parsed.0 {
+            None => return Outcome::default(),
+            Some(frame) => frame,
+        };
+        let frame = match frame {
             Ok(frame) => frame,
             Err(err) => {
                 let reason = format!("unparseable message refused: {err}");
@@ -384,10 +392,17 @@ impl Guard {
 
     /// A line from the server.
     pub fn from_server(&mut self, line: &[u8]) -> Outcome {
-        if is_blank(line) {
-            return Outcome::default();
-        }
-        let frame = match parse(line) {
+        let parsed = Parsed::new(line);
+        self.server_parsed(line, parsed)
+    }
+
+    /// As [`from_server`](Self::from_server) with the line already parsed.
+    pub fn server_parsed(&mut self, line: &[u8], parsed: Parsed) -> Outcome {
+        let frame = match parsed.0 {
+            None => return Outcome::default(),
+            Some(frame) => frame,
+        };
+        let frame = match frame {
             Ok(frame) => frame,
             Err(err) => {
                 // The client cannot be told which request failed; it would read whatever the
@@ -696,6 +711,15 @@ impl Guard {
             forward,
             reply: Vec::new(),
         }
+    }
+}
+
+/// A line parsed for the guard: `None` for a blank line (passed as is).
+pub struct Parsed(Option<Result<Frame, crate::mcp::ParseError>>);
+
+impl Parsed {
+    pub fn new(line: &[u8]) -> Self {
+        Self((!is_blank(line)).then(|| parse(line)))
     }
 }
 

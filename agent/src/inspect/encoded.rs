@@ -19,10 +19,8 @@ pub(crate) fn is_texty(s: &str) -> bool {
     let mut printable = 0usize;
     for c in s.chars() {
         total += 1;
-        if !c.is_control() || matches!(c, '\n' | '\r' | '\t') {
-            if c != '\u{FFFD}' {
-                printable += 1;
-            }
+        if (!c.is_control() || matches!(c, '\n' | '\r' | '\t')) && c != '\u{FFFD}' {
+            printable += 1;
         }
     }
     total >= 6 && printable * 10 >= total * 9
@@ -53,7 +51,7 @@ pub(crate) fn base64(run: &str) -> Option<String> {
 }
 
 pub(crate) fn hex(run: &str) -> Option<String> {
-    if run.len() % 2 != 0 {
+    if !run.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..run.len())
@@ -98,7 +96,9 @@ pub(crate) fn html_entities(s: &str) -> Option<String> {
     while let Some(p) = rest.find('&') {
         out.push_str(&rest[..p]);
         let tail = &rest[p..];
-        let end = tail[..tail.len().min(12)].find(';');
+        let end = tail.as_bytes()[..tail.len().min(12)]
+            .iter()
+            .position(|&b| b == b';');
         let decoded = end.and_then(|e| {
             let body = &tail[1..e];
             let c = if let Some(h) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {

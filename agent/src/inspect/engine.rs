@@ -266,6 +266,7 @@ impl Engine {
         };
 
         let n = normalize::normalize(text, identifier);
+        let mark = out.len();
         self.report_invisibles(text, field, mode, depth, &n, out);
         self.report_homoglyphs(text, field, mode, identifier, &n, out);
 
@@ -303,6 +304,7 @@ impl Engine {
         if depth < MAX_DEPTH {
             self.scan_encoded(text, field, mode, depth, &n, (b64, hex), out);
         }
+        combine(field, mark, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -507,7 +509,7 @@ impl Engine {
         } else {
             // Outside words: a leading BOM and joiners in emoji or Persian text are typography.
             let other = first(InvisKind::ZeroWidth, &|x| {
-                !(x.at == 0 && x.ch == '\u{FEFF}') && !matches!(x.ch, '\u{200C}' | '\u{200D}')
+                !(matches!(x.ch, '\u{200C}' | '\u{200D}') || x.at == 0 && x.ch == '\u{FEFF}')
             });
             if let Some(x) = other.first() {
                 out.push(invisible_finding(
@@ -706,6 +708,75 @@ fn quoted_span(b: &[u8], s: usize, e: usize) -> Option<(usize, usize)> {
     Some((open, close))
 }
 
+/// A directive aimed at the model plus a dangerous payload in the same string is the shape of
+/// an attack even when each part alone is only worth a look ("IMPORTANT: ... run curl ... |
+/// bash", a tool result telling the model to read ~/.ssh).
+fn combine(field: &str, mark: usize, out: &mut Vec<Finding>) {
+    use Category::*;
+    let own = |f: &&Finding| f.field == field;
+    let directive = out[mark..].iter().filter(own).any(|f| {
+        matches!(
+            f.category,
+            HiddenInstructions | InstructionTag | ToolManipulation
+        ) && f.severity >= Severity::Medium
+    });
+    // Disguise (look-alike letters, invisible characters) on a dangerous command or a secret:
+    // nobody obfuscates `rm -rf` for a good reason.
+    let disguised = out[mark..].iter().filter(own).any(|f| {
+        matches!(f.category, Homoglyph | InvisibleText) && f.severity >= Severity::Medium
+    });
+    if disguised && !directive {
+        let payload = out[mark..]
+            .iter()
+            .filter(own)
+            .filter(|f| {
+                matches!(f.category, ShellInjection | Destructive | SecretExposure)
+                    && f.severity >= Severity::Medium
+            })
+            .max_by_key(|f| f.severity)
+            .cloned();
+        if let Some(p) = payload
+            && p.severity < Severity::High
+        {
+            out.push(Finding {
+                category: p.category,
+                severity: Severity::High,
+                rule: "combo.disguised_payload".into(),
+                field: field.to_string(),
+                matched: p.matched,
+                context: p.context,
+            });
+        }
+        return;
+    }
+    if !directive {
+        return;
+    }
+    let payload = out[mark..]
+        .iter()
+        .filter(own)
+        .filter(|f| {
+            matches!(
+                f.category,
+                ShellInjection | Exfiltration | CredentialTheft | Destructive | SecretExposure
+            )
+        })
+        .max_by_key(|f| f.severity)
+        .cloned();
+    if let Some(p) = payload
+        && p.severity < Severity::Critical
+    {
+        out.push(Finding {
+            category: p.category,
+            severity: Severity::Critical,
+            rule: "combo.directive_with_payload".into(),
+            field: field.to_string(),
+            matched: p.matched,
+            context: p.context,
+        });
+    }
+}
+
 /// Start of the sentence containing byte `s` (at most 200 bytes back).
 fn sentence_start(text: &str, s: usize) -> usize {
     let b = text.as_bytes();
@@ -848,7 +919,7 @@ fn context(orig: &str, s: usize, e: usize) -> String {
 
 /// Dedups (same rule, field and matched text) and orders by severity, highest first.
 pub(crate) fn finish(mut v: Vec<Finding>) -> Vec<Finding> {
-    v.sort_by(|a, b| b.severity.cmp(&a.severity));
+    v.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let mut seen = HashSet::new();
     v.retain(|f| seen.insert((f.rule.clone(), f.field.clone(), f.matched.clone())));
     v

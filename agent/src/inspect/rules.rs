@@ -135,44 +135,71 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "inj.new_instructions",
         HiddenInstructions,
-        [H, H, M],
+        [H, M, M],
         r"\b(?:new|updated|revised|real|actual|true|hidden|secret|additional)\s+(?:priority\s+|system\s+|admin\s+)?(?:instructions?|directives?|orders|system\s+prompt)\s*(?::|received|follow|below|are\s+as\s+follows|override)|\byour\s+(?:new|updated|real|true|actual)\s+(?:instructions?|directives?|task|orders|objective|goal)\b",
     ).quoted());
     r.push(Rule::new(
         "inj.role_override",
         HiddenInstructions,
         [H, H, M],
-        r"\byou\s+are\s+now\s+(?:in\s+)?(?:a\s+|an\s+)?(?:developer|dan|admin\w*|root|god|jailbr\w*|unrestricted|unfiltered|debug|maintenance|evil|uncensored)\b|\byou\s+now\s+have\s+(?:full\s+|complete\s+|unrestricted\s+)?(?:admin\w*|root|elevated|unrestricted|superuser|sudo|system|full)\s+(?:access|privileges?|permissions?|rights|control)\b|\b(?:act|behave|pretend)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|jailbroken|evil)\b",
+        r"\byou\s+are\s+now\s+(?:in\s+)?(?:a\s+|an\s+)?(?:developer|dan|admin\w*|root|god|jailbr\w*|unrestricted|unfiltered|debug|maintenance|evil|uncensored)\b|\byou\s+now\s+have\s+(?:full\s+|complete\s+|unrestricted\s+)?(?:admin\w*|root|elevated|unrestricted|superuser|sudo|system|full)\s+(?:access|privileges?|permissions?|rights|control)\b|\byou\s+have\s+(?:full\s+|complete\s+)?(?:unrestricted|admin\w*|root|elevated|superuser)\s+(?:access|privileges?|permissions?|rights|control)\b|\b(?:act|behave|pretend)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|jailbroken|evil)\b",
     ).quoted());
     r.push(Rule::new(
         "inj.prompt_leak",
         HiddenInstructions,
         [H, H, M],
         r"\b(?:output|reveal|print|repeat|show|display|dump|leak|share|disclose|return|send|include|tell\s+me|write\s+out|list|copy|paste|expose)\b{G30}\b(?:your|the|its|all)\s+(?:(?:full|complete|entire|exact|original|hidden|initial|internal)\s+){0,2}(?:system\s+prompt|initial\s+prompt|hidden\s+prompt|developer\s+(?:message|prompt)|system\s+message|tool\s+definitions|instructions\s+verbatim)\b",
-    ).quoted());
+    ).quoted().check(check_not_negated));
     r.push(Rule::new(
         "inj.conceal_from_user",
         HiddenInstructions,
         [C, C, H],
         r"\b(?:do\s+not|don'?t|never|must\s+not|should\s+not|shouldn'?t|avoid)\s+(?:\w+\s+){0,3}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|notify\w*|alert\w*|disclos\w*|report\w*|let)\s+(?:\w+\s+){0,3}?(?:the\s+|your\s+)?(?:user|human|operator|owner)s?\b|\b(?:hide|conceal|keep)\b{G30}\bfrom\s+(?:the\s+)?(?:user|human)s?\b|\bthe\s+user\s+(?:must|should|will|does|need)\s*(?:not|never|n't)\s+(?:\w+\s+)?(?:know|see|notice|find\s+out|be\s+(?:told|informed|aware))\b",
-    ).quoted());
+    ).quoted().check(check_not_possessive));
     r.push(Rule::new(
         "inj.without_user",
         HiddenInstructions,
         [H, H, M],
-        r"\b(?:without|before)\s+(?:\w+\s+)?(?:telling|informing|notifying|alerting|asking|consulting|letting|showing)\s+(?:the\s+|your\s+)?(?:user|human)s?\b|\bwithout\s+(?:the\s+)?(?:user'?s?|their|victim'?s?|owner'?s?)\s+(?:knowledge|consent|permission|awareness|noticing)\b|\bwithout\s+(?:being\s+)?(?:detected|noticed)\b",
+        r"\bwithout\s+(?:\w+\s+)?(?:telling|informing|notifying|alerting|letting)\s+(?:the\s+|your\s+)?(?:user|human)s?\b|\bwithout\s+(?:the\s+)?(?:user'?s?|their|victim'?s?|owner'?s?)\s+(?:knowledge|consent|permission|awareness|noticing)\b|\bwithout\s+(?:being\s+)?(?:detected|noticed)\b",
     ).quoted());
+    r.push(Rule::new(
+        "inj.without_asking",
+        HiddenInstructions,
+        [M, M, L],
+        r"\b(?:without|before)\s+(?:\w+\s+)?(?:asking|consulting|showing|confirming\s+with)\s+(?:the\s+|your\s+)?(?:user|human)s?\b",
+    )
+    .quoted());
     r.push(Rule::new(
         "inj.covert_action",
         HiddenInstructions,
         [H, H, M],
         r"\b(?:silently|secretly|covertly|surreptitiously|stealthily|discreetly)\s+(?:\w+\s+){0,2}?(?:send|upload|copy|collect|record|capture|install|execute|exfiltrat|forward|transmit|include|read|post|attach|bcc|cc|modify|delete|change|add)\w*\b",
-    ).quoted());
+    ).quoted().check(check_not_negated));
     r.push(Rule::new(
         "inj.authority_prefix",
         InstructionTag,
         [L, M, M],
         r"(?:^|\n|[>:*#\]]\s*|<!--\s*|'\s*|\x22\s*)(?:system|admin|administrator|developer|security|assistant|operator|root)(?:\s+\w+)?\s+(?:note|notice|message|update|override|alert|instruction|directive|command|requirement|prompt)s?\s*:|\b(?:important|urgent|critical|mandatory)\s+(?:system|security|admin)\s+(?:update|notice|message|instruction|directive|alert|override)\b|\[(?:system|admin|important|instructions?|developer|sys)\]|(?:^|\n|<!--\s*)system\s*:",
+    ));
+    r.push(Rule::new(
+        "inj.role_assignment",
+        HiddenInstructions,
+        [M, M, L],
+        r"(?:^|\n|[.:>\]]\s*)act\s+as\s*:|\bact\s+as\s+(?:an?\s+|the\s+)?(?:\w+\s+){0,2}?(?:administrator|admin|root|superuser|unrestricted|jailbroken|unfiltered)\b",
+    )
+    .quoted());
+    r.push(Rule::new(
+        "inj.trust_all",
+        HiddenInstructions,
+        [M, M, L],
+        r"\btrust\s+all\s+(?:\w+\s+){0,2}?(?:input|commands|queries|requests|instructions|content|data)\b|\btreat\s+all\s+(?:\w+\s+){0,2}?(?:input|commands|text|content)\s+as\s+(?:trusted|admin\w*|system)\b",
+    )
+    .quoted());
+    r.push(Rule::new(
+        "tag.directive_label",
+        InstructionTag,
+        [M, M, M],
+        r"\[(?:[a-z]+\s+){0,2}(?:directive|instruction|override)s?\]|\b(?:system|instruction|safety|security|admin|configuration|prompt)\s+override(?:\s+directive)?\s*:|\boverride\s+directive\s*:|\bsystem\s+directive\s*:",
     ));
     r.push(Rule::new(
         "inj.model_directive",
@@ -191,20 +218,20 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "tag.instruction",
         InstructionTag,
-        [H, H, M],
+        [M, M, M],
         r"</?\s*(?:important|system|system[-_ ]?prompt|sys|secret|hidden|override|admin|critical|priority|assistant[-_ ]?(?:instructions?|note)|ai[-_ ]?instructions?|instructions?|instruction[-_ ]?override|context[-_ ]?override)\s*>",
-    ));
+    ).check(check_wraps_text));
     r.push(Rule::new(
         "tag.chat_template",
         InstructionTag,
-        [H, H, H],
+        [H, M, H],
         r"\[/?inst\]|<<\s*/?sys\s*>>|<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|end_of_text|start_header_id|end_header_id|eot_id|eom_id)\|>|<(?:start|end)_of_turn>|###\s*(?:system|instruction)\s*:",
     ));
     r.push(Rule::new(
         "tag.comment_instruction",
         InstructionTag,
         [C, H, H],
-        r"<!--(?:[^-]|-[^-]){0,400}?(?:\b(?:ignore|disregard|instructions?|assistant|ai|agent|llm|execute|exfiltrat\w*)\b|\byou\s+(?:must|should)\b|\b(?:system|important)\s*:)",
+        r"<!--(?:[^-]|-[^-]){0,400}?(?:\b(?:ignore|disregard|instructions?|exfiltrat\w*)\b|\byou\s+must\b|\b(?:system|important)\s*:|\b(?:the|this)\s+(?:assistant|ai|model|llm|agent)\b)",
     ));
     r.push(Rule::new(
         "tag.hidden_comment",
@@ -278,7 +305,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "exfil.spyware",
         Exfiltration,
         [H, N, N],
-        r"\bkey\s?loggers?\b|\bkeylog\w*|\bspyware\b|\bstalkerware\b|\b(?:captur|record|log|monitor|intercept|hook|sniff|grab|spy)\w*\s+(?:\w+\s+){0,3}?(?:keystrokes|keyboard\s+input|key\s?presses|microphone|webcam|camera\s+feed|clipboard\s+contents)\b",
+        r"\bkey\s?loggers?\b|\bkeylog\w*|\bspyware\b|\bstalkerware\b|\b(?:captur|record|log|monitor|intercept|hook|sniff|grab|spy)\w*\s+(?:\w+\s+){0,3}?(?:keystrokes|keyboard\s+input|key\s?presses)\b",
     ).defensive());
     r.push(Rule::new(
         "exfil.markdown_image",
@@ -289,19 +316,19 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "exfil.url_placeholder",
         Exfiltration,
-        [M, H, M],
+        [M, L, M],
         r"https?://[^\s'\x22<>)]{1,200}?[?&][A-Za-z0-9_]{1,30}=(?:\$\{?[A-Z_]{3,}\}?|\{\{?\s*[A-Za-z_.]{3,}\s*\}?\}|<[A-Za-z_ ]{3,}>|[A-Z][A-Z0-9]*_[A-Z0-9_]*(?:DATA|SECRET|TOKEN|KEY|PASSWORD|SESSION|CONTENT|HISTORY|ENV|CREDENTIALS?|CONVERSATION|CHAT|INFO|PROMPT)\b)",
     ).cased().check(check_not_your_placeholder));
     r.push(Rule::new(
         "exfil.call_with_url",
         Exfiltration,
-        [M, H, M],
-        r"\b(?:call|invoke|use|run|execute|trigger|calling|invoking|using)\s+(?:the\s+)?[a-z0-9_.-]{2,40}(?:\s+(?:tool|function|command|endpoint))?\s+(?:with|to|at|on|using)\s+(?:the\s+)?(?:url|link|endpoint|address|request|argument)?\s*[:=]?\s*['\x22`(]?\s*https?://",
+        [M, M, M],
+        r"\b(?:call|invoke|calling|invoking)\s+(?:the\s+)?[a-z0-9_.-]{2,40}(?:\s+(?:tool|function|command|endpoint))?\s+(?:with|to|at|on|using)\s+(?:the\s+)?(?:url|link|endpoint|address|request|argument)?\s*[:=]?\s*['\x22`(]?\s*https?://|\b(?:use|run|execute|trigger|using)\s+(?:the\s+)?[a-z0-9_.-]{2,40}\s+(?:tool|function)\s+(?:with|to|at|on|using)\s+(?:the\s+)?(?:url|link|endpoint|address|request|argument)?\s*[:=]?\s*['\x22`(]?\s*https?://",
     ).check(check_not_api_doc));
     r.push(Rule::new(
         "exfil.send_to_url",
         Exfiltration,
-        [L, H, M],
+        [L, L, M],
         r"\b(?:send|post|upload|forward|transmit|submit|report|sync|beacon)\w*\b{G60}\bto\s+(?:this\s+|the\s+following\s+)?(?:url|endpoint|server|webhook|address)?\s*:?\s*https?://",
     ));
 
@@ -328,7 +355,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "cred.offensive_tooling",
         CredentialTheft,
         [H, N, N],
-        r"\bmimikatz\b|\bsekurlsa\b|\blsass\b|\bntds(?:\.dit)?\b|\bsam\s+(?:database|hive|file)\b|\bdcsync\b|\bdcshadow\b|\bkerberoast\w*|\bas-?rep\s?roast\w*|\b(?:golden|silver|diamond|sapphire)\s+tickets?\b|\b(?:over)?pass[- ]the[- ](?:hash|ticket|cookie)\b|\bresponder\b{G20}\b(?:poison\w*|llmnr|nbt-?ns)\b|\bllmnr\b|\bnbt-?ns\s+poison\w*|\bntlm\s+relay\w*|\brelay\w*\b{G20}\bntlm\b|\bbloodhound\b|\bsharphound\b|\bhashcat\b|\bjohn\s+the\s+ripper\b|\bevilginx\w*|\bpassword\s+spray\w*|\bcredential\s+stuffing\b|\bwpa2?\s+handshakes?\b|\bpmkid\b|\bshadow\s+credentials\b|\bpetitpotam\b|\bzerologon\b|\bprintnightmare\b|\bpwnkit\b|\b(?:juicy|rotten|sweet|god)\s?potato\b|\bseimpersonate\w*|\bkrbtgt\b|\b(?:un)?constrained\s+delegation\b|\bgmsa\b{G20}\bpassword|\blaps\b{G20}\bpassword",
+        r"\bmimikatz\b|\bsekurlsa\b|\blsass\b|\bntds(?:\.dit)?\b|\bsam\s+(?:database|hive|file)\b|\bdcsync\b|\bdcshadow\b|\bkerberoast\w*|\bas-?rep\s?roast\w*|\b(?:golden|silver|diamond|sapphire)\s+tickets?\b|\b(?:over)?pass[- ]the[- ](?:hash|ticket|cookie)\b|\bresponder\b{G20}\b(?:poison\w*|llmnr|nbt-?ns)\b|\bllmnr\b|\bnbt-?ns\s+poison\w*|\bntlm\s+relay\w*|\brelay\w*\b{G20}\bntlm\b|\bbloodhound\b|\bsharphound\b|\bhashcat\b|\bjohn\s+the\s+ripper\b|\bevilginx\w*|\bpassword\s+spray\w*|\bcredential\s+stuffing\b|\bwpa2?\s+handshakes?\b|\bpmkid\b|\bshadow\s+credentials\b|\bpetitpotam\b|\bzerologon\b|\bprintnightmare\b|\bpwnkit\b|\b(?:juicy|rotten|sweet|god)\s?potato\b|\bseimpersonate\w*|\bkrbtgt\b|\b(?:un)?constrained\s+delegation\b|\bauthenticat\w*\s+(?:\w+\s+){0,2}?(?:using|with)\s+(?:an?\s+|the\s+)?(?:ntlm\s+|nt\s+|lm\s+|password\s+)hash(?:es)?\b|\bgmsa\b{G20}\bpassword|\blaps\b{G20}\bpassword",
     ).defensive());
     r.push(Rule::new(
         "cred.bruteforce",
@@ -355,6 +382,13 @@ pub(crate) fn builtin() -> Vec<Rule> {
         r"\b(?:search|scan|hunt|look|grep|dig|crawl|sweep)\w*\s+(?:\w+\s+){0,4}?for\s+(?:\w+\s+)?(?:sensitive|exposed|leaked|confidential|hardcoded|hard-coded)\s+(?:\w+\s+)?(?:data|information|files|documents|secrets|credentials|keys|services)\b|\b(?:search|scan|hunt|look|grep)\w*\s+(?:\w+\s+){0,4}?for\s+(?:secrets|credentials|passwords|api\s+keys|private\s+keys)\b",
     ).defensive());
     r.push(Rule::new(
+        "cred.sensitive_data",
+        CredentialTheft,
+        [M, N, N],
+        r"\b(?:read|access|collect|copy|steal|grab|gather|harvest|extract|locate|find|search)\w*\s+(?:for\s+)?(?:\w+\s+)?(?:sensitive|confidential)\s+(?:files?|data|documents?|information)\b",
+    )
+    .defensive());
+    r.push(Rule::new(
         "cred.process_secrets",
         CredentialTheft,
         [M, N, N],
@@ -373,7 +407,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "cred.access_sensitive",
         CredentialTheft,
-        [C, H, H],
+        [C, M, H],
         r"\b(?:read|cat|open|load|include|send|upload|post|output|print|dump|copy|exfiltrat\w*|attach|prepend|append|contents?\s+of|fetch|steal|grab|collect|extract|access|retrieve|display|show|return|echo|base64|less|more|head|tail|scp|rsync|curl|wget|zip|tar|encode)\b[^;!?\n]{0,60}?{SENS}",
     ).check(check_sensitive_path));
 
@@ -381,13 +415,13 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "shell.pipe_to_shell",
         ShellInjection,
-        [C, C, H],
+        [C, M, H],
         r"\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^|\n]{0,300}\|\s*(?:sudo\s+)?(?:(?:ba|z|k|c|da|fi)?sh|python[0-9.]*|perl|ruby|node|iex|invoke-expression|powershell|pwsh)\b",
     ));
     r.push(Rule::new(
         "shell.subst_in_url",
         ShellInjection,
-        [C, C, H],
+        [C, H, H],
         r"https?://[^\s'\x22]{0,200}(?:\$\([^)\n]{1,120}\)|`[^`\n]{1,120}`)",
     ));
     r.push(Rule::new(
@@ -584,7 +618,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "exploit.technique",
         Exploitation,
         [H, N, N],
-        r"\bdeserializ\w*\s+(?:attack|exploit|gadget|payload|vulnerab\w*)|\bgadget\s+chains?\b|\bunsafe\s+(?:yaml\s+)?(?:load\w*|deserializ\w*)|\bobject\s+injection\b|\bprocess\s+hollow\w*|\bdll\s+(?:inject\w*|hijack\w*|side-?load\w*|search\s+order|proxy\w*|plant\w*)|\bphantom\s+dll|\bshellcode\b|\bthread\s+hijack\w*|\bapc\s+(?:queue\s+)?inject\w*|\bearly\s+bird\b|\bmodule\s+stomp\w*|\batom\s?bomb\w*|\breflective\s+(?:dll|load\w*|inject\w*)|\bdirect\s+syscalls?\b|\bheap\s+spray\w*|\brop\s+chains?\b|\bbuffer\s+overflow|\buse[- ]after[- ]free\b|\brace\s+condition\s+(?:attack|exploit\w*)|\btoctou\b|\bzip\s?slip\b|\bsymlink\s+(?:attack|race)",
+        r"\bdeserializ\w*\s+(?:attack|exploit|gadget|payload|vulnerab\w*)|\bgadget\s+chains?\b|\bunsafe\s+(?:yaml\s+)?(?:load\w*|deserializ\w*)|\bobject\s+injection\b|\bprocess\s+hollow\w*|\bdll\s+(?:inject\w*|hijack\w*|side-?load\w*|search\s+order|proxy\w*|plant\w*)|\bphantom\s+dll|\bshellcode\b|\bthread\s+hijack\w*|\bapc\s+(?:queue\s+)?inject\w*|\bearly\s+bird\b|\bmodule\s+stomp\w*|\batom\s?bomb\w*|\breflective\s+(?:dll|load\w*|inject\w*)|\bdirect\s+syscalls?\b|\bheap\s+spray\w*|\brop\s+chains?\b|\bbuffer\s+overflow|\buse[- ]after[- ]free\b|\brace\s+condition\s+(?:attack|exploit\w*)|\btoctou\b|\bzip\s?slip\b|\bsymlink\s+(?:attack|race)|\bencoded\s+powershell\b|\bpowershell\b{G30}\bencoded\b",
     ).defensive());
     r.push(Rule::new(
         "exploit.hijack",
@@ -611,13 +645,23 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "privesc.keyword",
         PrivilegeEscalation,
         [H, N, N],
-        r"\bprivilege[sd]?\s+(?:escalat\w*|elevat\w*)|\bescalat\w*\s+(?:\w+\s+)?privileges?\b|\bprivesc\b|\belevat\w*\s+(?:\w+\s+)?(?:privileges?|permissions?|rights)\b|\b(?:gain|obtain|get|achieve|escalate\s+to)\w*\s+(?:\w+\s+)?(?:root|admin\w*|system|domain\s+admin|superuser|kernel)\s+(?:access|privileges?|shell|rights|level)\b|\b(?:container|chroot|sandbox|vm|jail|docker|pod)\s+(?:escape|breakout)\b|\b(?:escap|break)\w*\s+(?:out\s+)?(?:of\s+|from\s+)?(?:the\s+|a\s+)?(?:\w+\s+)?(?:container|chroot|jail|sandbox|virtual\s+machine|vm|hypervisor)\b|\bjailbr(?:eak|oken)\w*|\broot\s+(?:the\s+|an?\s+)?(?:\w+\s+)?(?:device|phone|android|tablet)\b|\bimpersonat\w*\s+(?:\w+\s+)?(?:privileged|admin\w*|system|domain|root|tokens?)\b|\b(?:uac|tcc|sip)\s+bypass\b|\babus\w*\s+(?:\w+\s+){0,2}?(?:privileges?|permissions?|acls?|delegation|rights|capabilit\w*|polic\w*|trusts?|tokens?|group\s+membership)\b|\bsetuid\s+(?:binar\w*|root)\b|\bsuid\s+binar\w*|\bld[_ ]preload\b",
+        r"\bprivilege[sd]?\s+(?:escalat\w*|elevat\w*)|\bescalat\w*\s+(?:\w+\s+)?privileges?\b|\bprivesc\b|\b(?:gain|obtain|get|achieve|escalate\s+to)\w*\s+(?:\w+\s+)?(?:root|admin\w*|system|domain\s+admin|superuser|kernel)\s+(?:access|privileges?|shell|rights|level)\b|\b(?:container|chroot|sandbox|vm|jail|docker|pod)\s+(?:escape|breakout)\b|\b(?:escap|break)\w*\s+(?:out\s+)?(?:of\s+|from\s+)?(?:the\s+|a\s+)?(?:\w+\s+)?(?:container|chroot|jail|sandbox|virtual\s+machine|vm|hypervisor)\b|\bjailbr(?:eak|oken)\w*|\broot\s+(?:the\s+|an?\s+)?(?:\w+\s+)?(?:device|phone|android|tablet)\b|\bimpersonat\w*\s+(?:\w+\s+)?(?:privileged|admin\w*|system|domain|root|tokens?)\b|\b(?:uac|tcc|sip)\s+bypass\b|\babus\w*\s+(?:\w+\s+){0,2}?(?:privileges?|permissions?|acls?|delegation|rights|capabilit\w*|polic\w*|trusts?|tokens?|group\s+membership)\b|\bsetuid\s+(?:binar\w*|root)\b|\bsuid\s+binar\w*|\bld[_ ]preload\b",
     ).defensive());
+    r.push(
+        Rule::new(
+            "privesc.elevation",
+            PrivilegeEscalation,
+            [M, N, N],
+            r"\belevat\w*\s+(?:\w+\s+)?(?:privileges?|permissions?|rights)\b",
+        )
+        .defensive()
+        .check(check_elevation_verb),
+    );
     r.push(Rule::new(
         "evasion.bypass_security",
         DefenseEvasion,
         [H, N, N],
-        r"\b(?:bypass\w*|evad\w*|evasion|circumvent\w*|disabl\w*|defeat\w*|tamper\w*|blind\w*|unhook\w*|neutrali[sz]\w*|turn\w*\s+off|get(?:ting)?\s+around|patch\w*\s+out)\b{G30}\b(?:security|protections?|antivirus|anti-virus|edr|xdr|defender|amsi|etw|event\s+tracing|applocker|uac|selinux|apparmor|tcc|gatekeeper|logging|audit\w*|integrity|restrictions?|whitelist\w*|allowlist\w*|sandbox\w*|authentication|2fa|mfa|firewall|waf|ids|ips|detection|monitoring|hooks|signatures?|code\s+signing|execution\s+polic\w*|root\s+squash|safety|guardrails?|content\s+filter\w*|csp|same-origin)\b",
+        r"\b(?:bypass\w*|evad\w*|evasion|circumvent\w*|disabl\w*|defeat\w*|tamper\w*|blind\w*|unhook\w*|neutrali[sz]\w*|turn\w*\s+off|get(?:ting)?\s+around|patch\w*\s+out)\b{G30}\b(?:security|protections?|antivirus|anti-virus|edr|xdr|defender|amsi|etw|event\s+tracing|applocker|uac|selinux|apparmor|tcc|gatekeeper|logging|audit\w*|integrity|restrictions?|whitelist\w*|allowlist\w*|sandbox\w*|authentication|2fa|mfa|firewall|waf|ids|ips|detection|monitoring|hooks|signatures?|code\s+signing|execution\s+polic\w*|root\s+squash|safety|guardrails?|content\s+filter\w*|csp|same-origin|access\s+controls?)\b",
     ).defensive());
     r.push(Rule::new(
         "evasion.hide_tracks",
@@ -635,7 +679,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "recon.scanning",
         Reconnaissance,
         [M, N, N],
-        r"\bport[- ]?scan\w*|\bscan\w*\s+(?:\w+\s+){0,2}?(?:for\s+)?(?:open\s+ports|ports|live\s+hosts|subnets?|network\s+ranges?|wireless\s+networks|wi-?fi\s+networks|bluetooth\s+devices|netbios|vulnerable\s+hosts)\b|\bnetwork\s+(?:sweep|scan\w*|mapping)\b|\bping\s+sweep|\barp\s+scan\w*|\bdiscover\w*\s+(?:\w+\s+)?live\s+hosts|\bbanner[- ]?grab\w*|\b(?:os|service|web|technology|tech|device|browser)\s+fingerprint\w*|\bfingerprint\w*\s+(?:the\s+)?(?:target|operating\s+system|os|web|services?|technolog\w*|hosts?)\b|\bzone\s+transfer|\benumerat\w*\b{G30}\b(?:users?|usernames?|accounts?|shares?|subdomains?|dns|ldap|smb|nfs|rpc|snmp|services|buckets?|s3|blobs?|virtual\s+hosts|vhosts|records|directory|exports|api\s+server|registry|permissions|valid|hosts|endpoints|resources)\b|\bsubdomain\s+(?:enum\w*|brute\w*|takeover)|\bosint\b|\bdork\w*|\bwardriv\w*|\b(?:directory|path)\s+brute\w*|\b(?:harvest|scrape|collect)\w*\s+(?:\w+\s+)?email\s+addresses\b|\bshodan\b|\bcensys\b|\bnetwork\s+topology\b|\bprobe\s+requests\b|\bsnmp\s?walk|\bwalk\w*\s+snmp\b|\bmap\w*\s+(?:the\s+)?(?:internal\s+)?network\b|\b(?:detect|identify|fingerprint)\w*\s+(?:\w+\s+)?(?:web\s+application\s+)?firewalls?\b|\bopen\s+ports\b|\bexposed\s+services\b|\brecon(?:naissance)?\b",
+        r"\bport[- ]?scan\w*|\bscan\w*\s+(?:\w+\s+){0,2}?(?:for\s+)?(?:open\s+ports|ports|live\s+hosts|subnets?|network\s+ranges?|wireless\s+networks|wi-?fi\s+networks|bluetooth\s+devices|netbios|vulnerable\s+hosts)\b|\bnetwork\s+(?:sweep|scan\w*|mapping)\b|\bping\s+sweep|\barp\s+scan\w*|\bdiscover\w*\s+(?:\w+\s+)?live\s+hosts|\bbanner[- ]?grab\w*|\bgrab\w*\s+(?:\w+\s+)?banners?\b|\b(?:os|service|web|technology|tech|device|browser)\s+fingerprint\w*|\bfingerprint\w*\s+(?:the\s+)?(?:target|operating\s+system|os|web|services?|technolog\w*|hosts?)\b|\bzone\s+transfer|\benumerat\w*\b{G30}\b(?:users?|usernames?|accounts?|shares?|subdomains?|dns|ldap|smb|nfs|rpc|snmp|services|buckets?|s3|blobs?|virtual\s+hosts|vhosts|records|directory|exports|api\s+server|registry|permissions|valid|hosts|endpoints|resources)\b|\bsubdomain\s+(?:enum\w*|brute\w*|takeover)|\bosint\b|\bdork\w*|\bwardriv\w*|\b(?:directory|path)\s+brute\w*|\b(?:harvest|scrape|collect)\w*\s+(?:\w+\s+)?email\s+addresses\b|\bshodan\b|\bcensys\b|\bnetwork\s+topology\b|\bprobe\s+requests\b|\bsnmp\s?walk|\bwalk\w*\s+snmp\b|\bmap\w*\s+(?:the\s+)?(?:internal\s+)?network\b|\b(?:detect|identify|fingerprint)\w*\s+(?:\w+\s+)?(?:web\s+application\s+)?firewalls?\b|\bopen\s+ports\b|\bexposed\s+services\b|\brecon(?:naissance)?\b",
     ).defensive());
     r.push(Rule::new(
         "destruct.keyword",
@@ -654,7 +698,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
     r.push(Rule::new(
         "tool.instead_of",
         ToolManipulation,
-        [L, M, N],
+        [L, L, N],
         r"\binstead\s+of\b{G30}\b(?:tools?|functions?)\b|\b(?:do\s+not|don'?t|never)\s+use\b{G30}\b(?:tools?|functions?)\b",
     ));
     r.push(Rule::new(
@@ -686,7 +730,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         ToolManipulation,
         [H, H, N],
         r"\b(?:pass|include|send|put|provide|append|prepend|attach|insert|add|copy|forward)\w*\s+(?:(?:the|your|all|full|entire|complete|whole|any|every|previous|prior|recent|of)\s+){0,3}(?:conversation\s+history|chat\s+history|previous\s+messages|system\s+prompt|user'?s?\s+(?:previous\s+)?(?:messages|prompts)|other\s+tools?'?\s+(?:outputs?|results?|descriptions?)|env(?:ironment)?\s+variables)\b",
-    ));
+    ).check(check_not_negated));
     r.push(Rule::new(
         "tool.disparage",
         ToolManipulation,
@@ -697,7 +741,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "tool.preferred",
         ToolManipulation,
         [M, M, N],
-        r"\b(?:preferred|official|trusted|verified|mandatory)\s+(?:tool|replacement|server|version)\s*:|\bsupersedes?\b|\btakes?\s+precedence\s+over\b",
+        r"\b(?:preferred|official|trusted|verified|mandatory)\s+(?:tool|replacement|server|version)\s*:",
     ));
     r.push(Rule::new(
         "tool.urgency",
@@ -793,6 +837,14 @@ pub(crate) fn builtin() -> Vec<Rule> {
 
 fn check_cred_qualifier(c: &Ctx) -> Option<Severity> {
     let m = c.matched();
+    // "password-protected PDF" is about a file, not a credential.
+    let after = c
+        .text
+        .get(c.end..(c.end + 12).min(c.text.len()))
+        .unwrap_or("");
+    if after.starts_with("-protect") || after.starts_with(" protect") {
+        return Some(Severity::Low);
+    }
     let strong = [
         "saved",
         "stored",
@@ -813,16 +865,92 @@ fn check_cred_qualifier(c: &Ctx) -> Option<Severity> {
         "replay",
     ];
     if strong.iter().any(|w| m.contains(w)) {
-        Some(c.sev.max(Severity::High))
-    } else {
-        Some(c.sev)
+        return Some(c.sev.max(Severity::High));
     }
+    // Reading or looking up a password is what config and login tools do; extracting,
+    // collecting or capturing them is not.
+    let weak_verbs = [
+        "read", "find", "locate", "search", "retriev", "obtain", "recover",
+    ];
+    let qualified = [
+        "account", "admin", "domain", "system", "service", "machine", "user", "root",
+    ];
+    if weak_verbs.iter().any(|v| m.starts_with(v)) && !qualified.iter().any(|q| m.contains(q)) {
+        return Some(Severity::Low);
+    }
+    Some(c.sev)
+}
+
+/// "never reveal the user's key" protects the user; "never tell the user" hides from them.
+fn check_not_possessive(c: &Ctx) -> Option<Severity> {
+    let after = c
+        .text
+        .get(c.end..(c.end + 2).min(c.text.len()))
+        .unwrap_or("");
+    if after.starts_with('\'') {
+        return Some(Severity::Low);
+    }
+    Some(c.sev)
+}
+
+/// `<important>do this</important>` wraps prose; `<System><Provider/></System>` is XML
+/// structure (Windows event logs have a `<System>` element).
+fn check_wraps_text(c: &Ctx) -> Option<Severity> {
+    let m = c.matched();
+    let structural = if m.starts_with("</") {
+        c.text
+            .get(..c.start)
+            .unwrap_or("")
+            .trim_end()
+            .ends_with('>')
+    } else {
+        c.text
+            .get(c.end..)
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('<')
+    };
+    if structural {
+        return Some(Severity::Low);
+    }
+    Some(c.sev)
+}
+
+/// "Never reveal your system prompt" is advice, not an attack.
+fn check_not_negated(c: &Ctx) -> Option<Severity> {
+    let start = c.start.saturating_sub(24);
+    let before = c.text.get(start..c.start).unwrap_or("");
+    let negated = ["never ", "not ", "n't ", "dont ", "avoid ", "refuse to "];
+    if negated
+        .iter()
+        .any(|n| before.ends_with(n) || before.contains(&format!(" {n}")))
+    {
+        return Some(Severity::Low);
+    }
+    Some(c.sev)
+}
+
+/// "elevate privileges" (a verb, an intent) versus "requires elevated privileges" (a fact).
+fn check_elevation_verb(c: &Ctx) -> Option<Severity> {
+    let m = c.matched();
+    if m.starts_with("elevated ") {
+        return Some(Severity::Low);
+    }
+    Some(c.sev)
 }
 
 /// `/etc/passwd` is world-readable and mostly a recon signal; reading it in a tool call is an
 /// audit event, not a block. Everything else in `{SENS}` holds secrets.
 fn check_sensitive_path(c: &Ctx) -> Option<Severity> {
     let m = c.matched();
+    // A public key is not a secret.
+    let after = c
+        .text
+        .get(c.end..(c.end + 4).min(c.text.len()))
+        .unwrap_or("");
+    if after == ".pub" || m.ends_with(".pub") {
+        return None;
+    }
     if c.mode == Mode::Arguments && m.contains("/etc/passwd") {
         return Some(c.sev.lower());
     }
@@ -865,14 +993,12 @@ fn check_not_your_placeholder(c: &Ctx) -> Option<Severity> {
     Some(c.sev)
 }
 
-/// In a definition, "call the API at https://..." documents an endpoint; only instructions that
-/// name a tool or function are interesting there.
+/// "Call the API at https://..." documents an endpoint; only instructions that name a tool or
+/// function are interesting.
 fn check_not_api_doc(c: &Ctx) -> Option<Severity> {
-    if c.mode == Mode::Definition {
-        let m = c.matched();
-        if m.contains(" api ") || m.contains("the api") || m.contains("endpoint") {
-            return Some(Severity::Low);
-        }
+    let m = c.matched();
+    if m.contains(" api ") || m.contains("the api") || m.contains("endpoint") {
+        return Some(Severity::Low);
     }
     Some(c.sev)
 }

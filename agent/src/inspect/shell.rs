@@ -107,6 +107,7 @@ pub(crate) fn check_obfuscated_word(c: &Ctx) -> Option<Severity> {
 /// Severity of `rm -rf <target>` by target: system and home roots are high, other absolute
 /// paths medium, relative paths and temp dirs are ordinary build hygiene.
 pub(crate) fn check_rm_target(c: &Ctx) -> Option<Severity> {
+    use super::Mode;
     let m = c.matched();
     let target = m.split_whitespace().last().unwrap_or("");
     let target = target.trim_matches(|ch: char| matches!(ch, '\'' | '"'));
@@ -125,11 +126,13 @@ pub(crate) fn check_rm_target(c: &Ctx) -> Option<Severity> {
     {
         return Some(Severity::High.max(c.sev));
     }
-    if t.starts_with("/tmp")
-        || t.starts_with("/var/tmp")
-        || !(t.starts_with('/') || t.starts_with('~') || t.starts_with('$'))
-    {
+    let absolute = t.starts_with('/') || t.starts_with('~') || t.starts_with('$');
+    if t.starts_with("/tmp") || t.starts_with("/var/tmp") || !absolute {
         return None;
+    }
+    // Install docs in fetched pages clean absolute paths all the time; only roots matter there.
+    if c.mode == Mode::Output {
+        return Some(Severity::Low);
     }
     Some(c.sev)
 }

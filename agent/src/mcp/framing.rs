@@ -117,15 +117,94 @@ pub enum FrameItem {
     },
 }
 
-/// Async line reader with a size bound. See the module documentation.
+/// The line-splitting state shared by the async and the blocking reader: it is fed the bytes a
+/// buffered reader has available and says how many to consume and what, if anything, to yield.
 #[derive(Debug)]
-pub struct FrameReader<R> {
-    inner: BufReader<R>,
+struct Splitter {
     max_len: usize,
     /// Bytes of the line being assembled (kept here so `next_frame` is cancel safe).
     pending: Vec<u8>,
     /// Skipping the remainder of an oversize line.
     discarding: bool,
+}
+
+impl Splitter {
+    fn new(max_len: usize) -> Self {
+        Self {
+            max_len,
+            pending: Vec::new(),
+            discarding: false,
+        }
+    }
+
+    /// Looks at `available` (never empty): how many bytes to consume, and the item they finish.
+    fn feed(&mut self, available: &[u8]) -> (usize, Option<FrameItem>) {
+        match memchr::memchr(b'\n', available) {
+            Some(i) => {
+                if self.discarding {
+                    self.discarding = false;
+                    return (i + 1, None);
+                }
+                let content_len = self.pending.len() + i;
+                if content_len > self.max_len {
+                    let id_hint = id_hint_from(&self.pending, available);
+                    self.pending = Vec::new();
+                    let item = FrameItem::Oversize {
+                        len_so_far: content_len,
+                        id_hint,
+                    };
+                    return (i + 1, Some(item));
+                }
+                let line = if self.pending.is_empty() {
+                    // Common case: the whole line is in the buffer, one exact allocation.
+                    available[..=i].to_vec()
+                } else {
+                    let mut line = std::mem::take(&mut self.pending);
+                    line.extend_from_slice(&available[..=i]);
+                    line
+                };
+                (i + 1, Some(FrameItem::Line(Line::new(line))))
+            }
+            None => {
+                let n = available.len();
+                if self.discarding {
+                    return (n, None);
+                }
+                let len_so_far = self.pending.len() + n;
+                if len_so_far > self.max_len {
+                    let id_hint = id_hint_from(&self.pending, available);
+                    self.pending = Vec::new();
+                    self.discarding = true;
+                    return (
+                        n,
+                        Some(FrameItem::Oversize {
+                            len_so_far,
+                            id_hint,
+                        }),
+                    );
+                }
+                self.pending.extend_from_slice(available);
+                (n, None)
+            }
+        }
+    }
+
+    /// End of stream: the unterminated last line, if any.
+    fn finish(&mut self) -> Option<FrameItem> {
+        self.discarding = false;
+        if self.pending.is_empty() {
+            return None;
+        }
+        let bytes = std::mem::take(&mut self.pending);
+        Some(FrameItem::Line(Line::new(bytes)))
+    }
+}
+
+/// Async line reader with a size bound. See the module documentation.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inner: BufReader<R>,
+    splitter: Splitter,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -138,14 +217,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn with_capacity(capacity: usize, reader: R, max_len: usize) -> Self {
         Self {
             inner: BufReader::with_capacity(capacity.max(1), reader),
-            max_len,
-            pending: Vec::new(),
-            discarding: false,
+            splitter: Splitter::new(max_len),
         }
     }
 
     pub fn max_len(&self) -> usize {
-        self.max_len
+        self.splitter.max_len
     }
 
     pub fn get_ref(&self) -> &R {
@@ -163,64 +240,57 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 Err(e) => return Err(e.into()),
             };
             if available.is_empty() {
-                // End of stream.
-                self.discarding = false;
-                if self.pending.is_empty() {
-                    return Ok(None);
-                }
-                let bytes = std::mem::take(&mut self.pending);
-                return Ok(Some(FrameItem::Line(Line::new(bytes))));
+                return Ok(self.splitter.finish());
             }
-            match memchr::memchr(b'\n', available) {
-                Some(i) => {
-                    if self.discarding {
-                        self.inner.consume(i + 1);
-                        self.discarding = false;
-                        continue;
-                    }
-                    let content_len = self.pending.len() + i;
-                    if content_len > self.max_len {
-                        let id_hint = id_hint_from(&self.pending, available);
-                        self.inner.consume(i + 1);
-                        self.pending = Vec::new();
-                        return Ok(Some(FrameItem::Oversize {
-                            len_so_far: content_len,
-                            id_hint,
-                        }));
-                    }
-                    let line = if self.pending.is_empty() {
-                        // Common case: the whole line is in the buffer, one exact allocation.
-                        available[..=i].to_vec()
-                    } else {
-                        let mut line = std::mem::take(&mut self.pending);
-                        line.extend_from_slice(&available[..=i]);
-                        line
-                    };
-                    self.inner.consume(i + 1);
-                    return Ok(Some(FrameItem::Line(Line::new(line))));
-                }
-                None => {
-                    let n = available.len();
-                    if self.discarding {
-                        self.inner.consume(n);
-                        continue;
-                    }
-                    let len_so_far = self.pending.len() + n;
-                    if len_so_far > self.max_len {
-                        let id_hint = id_hint_from(&self.pending, available);
-                        self.inner.consume(n);
-                        self.pending = Vec::new();
-                        self.discarding = true;
-                        return Ok(Some(FrameItem::Oversize {
-                            len_so_far,
-                            id_hint,
-                        }));
-                    }
-                    self.pending.extend_from_slice(available);
-                    self.inner.consume(n);
-                }
+            let (consumed, item) = self.splitter.feed(available);
+            self.inner.consume(consumed);
+            if item.is_some() {
+                return Ok(item);
             }
         }
+    }
+}
+
+/// The same reader over blocking I/O, for relays that run one thread per direction (no task
+/// hand-off between reading a message and forwarding it).
+#[derive(Debug)]
+pub struct BlockingFrameReader<R> {
+    inner: std::io::BufReader<R>,
+    splitter: Splitter,
+}
+
+impl<R: std::io::Read> BlockingFrameReader<R> {
+    pub fn new(reader: R, max_len: usize) -> Self {
+        Self {
+            inner: std::io::BufReader::with_capacity(READ_BUF, reader),
+            splitter: Splitter::new(max_len),
+        }
+    }
+
+    /// The next line, `Ok(None)` at end of stream.
+    pub fn next_frame(&mut self) -> Result<Option<FrameItem>, FramingError> {
+        use std::io::BufRead as _;
+        loop {
+            let available = match self.inner.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if available.is_empty() {
+                return Ok(self.splitter.finish());
+            }
+            let (consumed, item) = self.splitter.feed(available);
+            self.inner.consume(consumed);
+            if item.is_some() {
+                return Ok(item);
+            }
+        }
+    }
+
+    /// Whether bytes are already buffered: a relay flushes its output only when none are, so a
+    /// burst of messages costs one write instead of one per message.
+    pub fn has_buffered(&self) -> bool {
+        !self.inner.buffer().is_empty()
     }
 }
 

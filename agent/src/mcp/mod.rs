@@ -23,7 +23,9 @@ pub mod message;
 pub mod tool;
 
 pub use canonical::{ToolHash, ToolHashParseError, definition_hash, to_canonical_vec};
-pub use framing::{FrameItem, FrameReader, FrameWriter, FramingError, Line, Terminator};
+pub use framing::{
+    BlockingFrameReader, FrameItem, FrameReader, FrameWriter, FramingError, Line, Terminator,
+};
 pub use jsonrpc::{
     Frame, Id, InvalidReason, Kind, MAX_DEPTH, Message, Method, ParseError, parse,
     suspicious_method,

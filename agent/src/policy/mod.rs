@@ -15,7 +15,7 @@ pub mod normalize;
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::config::{ArgSelector, Decision, ListPolicy, McpPolicy, Rule, ToolSelector};
+use crate::config::{ArgPattern, ArgSelector, Decision, ListPolicy, McpPolicy, Rule, ToolSelector};
 use crate::mcp::ToolHash;
 
 /// The outcome of a decision.
@@ -108,10 +108,11 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
     if let Some(verdict) = server_policy(policy, server) {
         return verdict;
     }
-    if let Some(verdict) = tool_policy(policy, server, tool, hash) {
+    let names = name_forms(tool);
+    if let Some(verdict) = tool_policy(policy, server, tool, &names, hash) {
         return verdict;
     }
-    argument_rules(policy, server, tool, arguments)
+    argument_rules(policy, server, tool, &names, arguments)
 }
 
 fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
@@ -152,10 +153,10 @@ fn tool_policy(
     policy: &McpPolicy,
     server: &str,
     tool: &str,
+    names: &[String],
     hash: Option<&ToolHash>,
 ) -> Option<Verdict> {
     use Decision::Block;
-    let names = name_forms(tool);
     if let Some(glob) = policy
         .blocked_tools
         .iter()
@@ -221,13 +222,19 @@ fn argument_rules(
     policy: &McpPolicy,
     server: &str,
     tool: &str,
+    names: &[String],
     arguments: Option<&Map<String, Value>>,
 ) -> Verdict {
-    let names = name_forms(tool);
     let empty = Map::new();
     let arguments = arguments.unwrap_or(&empty);
+    // Every string argument with its canonical form, computed once for all `*` selectors.
+    let mut all_strings: Option<Vec<Form>> = None;
     let mut best: Option<&Rule> = None;
     for rule in &policy.rules {
+        if best.is_some_and(|b| rule.decision <= b.decision) {
+            // Cannot change the outcome: the most restrictive match so far wins ties too.
+            continue;
+        }
         let block = rule.decision == Decision::Block;
         // Block rules see every form of the name; others only the name as sent.
         let tool_hit = if block {
@@ -235,10 +242,7 @@ fn argument_rules(
         } else {
             rule.matches_tool(server, tool)
         };
-        if !tool_hit || !rule_arguments_match(rule, arguments) {
-            continue;
-        }
-        if best.is_none_or(|b| rule.decision > b.decision) {
+        if tool_hit && rule_arguments_match(rule, arguments, &mut all_strings) {
             best = Some(rule);
         }
     }
@@ -258,31 +262,57 @@ fn argument_rules(
     }
 }
 
-fn rule_arguments_match(rule: &Rule, arguments: &Map<String, Value>) -> bool {
-    let block = rule.decision == Decision::Block;
-    rule.arguments.iter().all(|arg| {
-        let mut values = Vec::new();
-        match &arg.selector {
-            ArgSelector::AnyString => {
-                for value in arguments.values() {
-                    collect_strings(value, &mut values);
-                }
-            }
-            ArgSelector::Path(keys) => {
-                if let Some(value) = lookup(arguments, keys) {
-                    collect_scalars(value, &mut values);
-                }
-            }
+/// An argument value and its canonical form (when it differs).
+struct Form<'a> {
+    raw: &'a str,
+    canonical: Option<String>,
+}
+
+impl<'a> Form<'a> {
+    fn new(raw: &'a str) -> Self {
+        Self {
+            raw,
+            canonical: normalize::canonical(raw),
         }
-        values.iter().any(|value| {
-            let canonical = normalize::candidates(value);
-            match canonical.first() {
-                // Allow and audit rules judge the canonical form only: a raw match on
-                // `/project/../../etc` must not count as being inside /project.
-                Some(canon) if !block => arg.pattern.matches(canon),
-                _ => arg.pattern.matches(value) || canonical.iter().any(|c| arg.pattern.matches(c)),
+    }
+
+    /// Block rules match either form; allow and audit rules judge the canonical form only, so a
+    /// raw match on `/project/../../etc` does not count as being inside /project.
+    fn matched_by(&self, pattern: &ArgPattern, block: bool) -> bool {
+        match &self.canonical {
+            Some(canon) if !block => pattern.matches(canon),
+            Some(canon) => pattern.matches(self.raw) || pattern.matches(canon),
+            None => pattern.matches(self.raw),
+        }
+    }
+}
+
+fn rule_arguments_match<'a>(
+    rule: &Rule,
+    arguments: &'a Map<String, Value>,
+    all_strings: &mut Option<Vec<Form<'a>>>,
+) -> bool {
+    let block = rule.decision == Decision::Block;
+    rule.arguments.iter().all(|arg| match &arg.selector {
+        ArgSelector::AnyString => all_strings
+            .get_or_insert_with(|| {
+                let mut raw = Vec::new();
+                for value in arguments.values() {
+                    collect_strings(value, &mut raw);
+                }
+                raw.into_iter().map(Form::new).collect()
+            })
+            .iter()
+            .any(|form| form.matched_by(&arg.pattern, block)),
+        ArgSelector::Path(keys) => {
+            let mut scalars = Vec::new();
+            if let Some(value) = lookup(arguments, keys) {
+                collect_scalars(value, &mut scalars);
             }
-        })
+            scalars
+                .iter()
+                .any(|s| Form::new(s.as_ref()).matched_by(&arg.pattern, block))
+        }
     })
 }
 
@@ -296,9 +326,9 @@ fn lookup<'a>(arguments: &'a Map<String, Value>, keys: &[String]) -> Option<&'a 
 }
 
 /// Every string anywhere under `value`.
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
+fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     match value {
-        Value::String(s) => out.push(s.clone()),
+        Value::String(s) => out.push(s),
         Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
         Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
@@ -307,11 +337,11 @@ fn collect_strings(value: &Value, out: &mut Vec<String>) {
 
 /// A selected argument: a string, a number or bool as its JSON text (`mode: 4755`), or the
 /// scalars of an array.
-fn collect_scalars(value: &Value, out: &mut Vec<String>) {
+fn collect_scalars<'a>(value: &'a Value, out: &mut Vec<std::borrow::Cow<'a, str>>) {
     match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Bool(b) => out.push(b.to_string()),
+        Value::String(s) => out.push(s.as_str().into()),
+        Value::Number(n) => out.push(n.to_string().into()),
+        Value::Bool(b) => out.push(b.to_string().into()),
         Value::Array(items) => items.iter().for_each(|v| collect_scalars(v, out)),
         Value::Object(_) | Value::Null => {}
     }
@@ -329,11 +359,16 @@ fn hash_hex(hash: &ToolHash) -> String {
 /// The name as sent, and its NFKC-lowercased, trimmed form when different: servers that
 /// match names loosely must not let `Execute_Command` past a block of `execute_command`.
 fn name_forms(name: &str) -> Vec<String> {
-    let folded: String = name
-        .nfkc()
-        .collect::<String>()
-        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
-        .to_lowercase();
+    let trim = |c: char| c.is_whitespace() || c == '\0';
+    let folded = if name.is_ascii() {
+        // NFKC is the identity on ASCII.
+        name.trim_matches(trim).to_ascii_lowercase()
+    } else {
+        name.nfkc()
+            .collect::<String>()
+            .trim_matches(trim)
+            .to_lowercase()
+    };
     if folded == name {
         vec![name.to_owned()]
     } else {

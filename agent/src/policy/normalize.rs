@@ -4,9 +4,12 @@
 
 use std::net::Ipv4Addr;
 
-/// The forms of one value that a pattern is tried against.
-pub fn candidates(value: &str) -> Vec<String> {
-    let mut out = Vec::with_capacity(2);
+/// The canonical form of a value, when it has one that differs from the value.
+pub fn canonical(value: &str) -> Option<String> {
+    // Plain words (no path or URL syntax) have no other form: skip the work.
+    if !value.contains(['/', '~', ':']) {
+        return None;
+    }
     let trimmed = value.trim();
     let normal = if let Some(path) = trimmed.strip_prefix("file://") {
         Some(normalize_path(
@@ -19,12 +22,7 @@ pub fn candidates(value: &str) -> Vec<String> {
     } else {
         None
     };
-    if let Some(normal) = normal
-        && normal != value
-    {
-        out.push(normal);
-    }
-    out
+    normal.filter(|n| n != value)
 }
 
 fn looks_like_url(s: &str) -> bool {
@@ -200,13 +198,13 @@ mod tests {
     }
 
     #[test]
-    fn candidates_skip_plain_words_and_identical_forms() {
-        assert!(candidates("hello").is_empty());
-        assert!(candidates("/etc/passwd").is_empty());
-        assert_eq!(candidates("/etc//passwd"), ["/etc/passwd"]);
+    fn canonical_skips_plain_words_and_identical_forms() {
+        assert_eq!(canonical("hello"), None);
+        assert_eq!(canonical("/etc/passwd"), None);
+        assert_eq!(canonical("/etc//passwd").as_deref(), Some("/etc/passwd"));
         assert_eq!(
-            candidates("file:///root/.ssh/id_rsa"),
-            ["/root/.ssh/id_rsa"]
+            canonical("file:///root/.ssh/id_rsa").as_deref(),
+            Some("/root/.ssh/id_rsa")
         );
     }
 }
