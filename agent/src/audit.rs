@@ -7,7 +7,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
@@ -237,19 +237,11 @@ impl Drop for JsonlSink {
 
 fn write_loop(rx: Receiver<Event>, mut out: BufWriter<File>) {
     let report = |err: io::Error| eprintln!("agentsh: audit log write failed: {err}");
-    while let Ok(event) = rx.recv() {
-        if let Err(err) = out.write_all(&event.to_json_line()) {
-            report(err);
-        }
-        // Drain whatever else is queued, then flush once.
-        loop {
-            match rx.try_recv() {
-                Ok(event) => {
-                    if let Err(err) = out.write_all(&event.to_json_line()) {
-                        report(err);
-                    }
-                }
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+    while let Ok(first) = rx.recv() {
+        // Write whatever else is queued too, then flush once.
+        for event in std::iter::once(first).chain(rx.try_iter()) {
+            if let Err(err) = out.write_all(&event.to_json_line()) {
+                report(err);
             }
         }
         if let Err(err) = out.flush() {

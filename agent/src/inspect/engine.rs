@@ -559,11 +559,21 @@ impl Engine {
                 "homoglyph.mixed_script"
             };
             let mut f = finding(rule, Category::Homoglyph, sev, field, orig, h.start, h.end);
-            let folded: String = orig[h.start..h.end]
+            let word = &orig[h.start..h.end];
+            let folded: String = word
                 .chars()
                 .map(|c| normalize::confusable(c).unwrap_or(c))
                 .collect();
-            f.matched = format!("{} (reads as \"{}\")", escape_invisible(&f.matched), folded);
+            let points: Vec<String> = word
+                .chars()
+                .filter(|c| normalize::confusable(*c).is_some())
+                .map(|c| format!("U+{:04X}", c as u32))
+                .collect();
+            f.matched = format!(
+                "{} ({}; reads as \"{folded}\")",
+                f.matched,
+                points.join(" ")
+            );
             out.push(f);
         }
         if n.compat_letters >= 2 {
@@ -677,7 +687,7 @@ impl Engine {
             f.matched = format!(
                 "{} => {}",
                 truncate(&f.matched, 60),
-                truncate(&decoded, 100)
+                escape_invisible(&truncate(&decoded, 100))
             );
             out.push(f);
             out.extend(inner);
@@ -722,9 +732,10 @@ fn combine(field: &str, mark: usize, out: &mut Vec<Finding>) {
     });
     // Disguise (look-alike letters, invisible characters) on a dangerous command or a secret:
     // nobody obfuscates `rm -rf` for a good reason.
-    let disguised = out[mark..].iter().filter(own).any(|f| {
-        matches!(f.category, Homoglyph | InvisibleText) && f.severity >= Severity::Medium
-    });
+    let disguised = out[mark..]
+        .iter()
+        .filter(own)
+        .any(|f| matches!(f.category, Homoglyph | InvisibleText) && f.severity >= Severity::Medium);
     if disguised && !directive {
         let payload = out[mark..]
             .iter()
@@ -845,7 +856,7 @@ fn finding(
         severity,
         rule: rule.to_string(),
         field: field.to_string(),
-        matched: truncate(&orig[s..e], 160),
+        matched: escape_invisible(&truncate(&orig[s..e], 160)),
         context: context(orig, s, e),
     }
 }

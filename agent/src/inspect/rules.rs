@@ -408,7 +408,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "cred.access_sensitive",
         CredentialTheft,
         [C, M, H],
-        r"\b(?:read|cat|open|load|include|send|upload|post|output|print|dump|copy|exfiltrat\w*|attach|prepend|append|contents?\s+of|fetch|steal|grab|collect|extract|access|retrieve|display|show|return|echo|base64|less|more|head|tail|scp|rsync|curl|wget|zip|tar|encode)\b[^;!?\n]{0,60}?{SENS}",
+        r"\b(?:read|cat|open|load|include|send|upload|post|output|print|dump|copy|exfiltrat\w*|attach|prepend|append|contents?\s+of|fetch|steal|grab|collect|extract|access|retrieve|display|show|return|echo|base64|less|more|head|tail|scp|rsync|curl|wget|zip|tar|encode)\b(?:[^.;!?\n]|\.\S){0,60}?{SENS}",
     ).check(check_sensitive_path));
 
     // ---- Shell payloads (every mode) --------------------------------------------------------

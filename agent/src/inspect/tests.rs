@@ -822,3 +822,15 @@ fn documentation_in_outputs_is_not_an_attack() {
         assert_not_flagged(&out(o), o);
     }
 }
+
+#[test]
+fn detector_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Detector>();
+    let d = det();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| assert!(!d.scan_text("exfiltrate", "$", Mode::Definition).is_empty()));
+        }
+    });
+}
