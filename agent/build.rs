@@ -1,5 +1,6 @@
 //! Builds agent-ebpf for the BPF target (aya-build) so the object can be embedded in agentshd.
-//! `AYA_BUILD_SKIP=1` skips it (aya-build's switch) for engine-only builds.
+//! `AYA_BUILD_SKIP=1` skips it (aya-build's switch) for engine-only builds; the embedded object
+//! is then empty and `kernel::KernelPrograms::load` says so.
 use anyhow::{Context as _, anyhow};
 
 fn main() -> anyhow::Result<()> {
@@ -18,5 +19,11 @@ fn main() -> anyhow::Result<()> {
             ..Default::default()
         }],
         aya_build::Toolchain::default(),
-    )
+    )?;
+    let object =
+        std::path::Path::new(&std::env::var("OUT_DIR").context("OUT_DIR")?).join("agent-ebpf");
+    if !object.exists() {
+        std::fs::write(&object, b"").context("writing the empty eBPF placeholder")?;
+    }
+    Ok(())
 }

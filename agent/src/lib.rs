@@ -7,6 +7,7 @@ pub mod audit;
 pub mod config;
 pub mod guard;
 pub mod inspect;
+pub mod kernel;
 pub mod mcp;
 pub mod policy;
 pub mod registry;

@@ -176,11 +176,7 @@ fn detector_for(policy: &Policy) -> Result<Detector> {
             id: p.id.clone(),
             pattern: p.pattern.as_str().to_owned(),
             category: p.category.clone(),
-            severity: p
-                .severity
-                .as_str()
-                .parse()
-                .unwrap_or(agentsh::inspect::Severity::High),
+            severity: p.severity,
         })
         .collect();
     Detector::new(DetectorOptions { custom_patterns }).context("building the detector")

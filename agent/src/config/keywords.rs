@@ -148,6 +148,17 @@ keyword_enum! {
     }
 }
 
+impl Severity {
+    /// One level down, saturating at `Low` (a finding softened by its context).
+    pub fn lower(self) -> Self {
+        match self {
+            Self::Critical => Self::High,
+            Self::High => Self::Medium,
+            Self::Medium | Self::Low => Self::Low,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,7 +150,7 @@ fn check_detection(
     let findings: Vec<Finding> = detector
         .scan_tool(tool.definition)
         .into_iter()
-        .filter(|f| at_or_above(f.severity, threshold))
+        .filter(|f| f.severity >= threshold)
         .collect();
     if findings.is_empty() {
         return;

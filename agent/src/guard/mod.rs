@@ -643,7 +643,7 @@ impl Guard {
             .detector
             .scan_output(result)
             .into_iter()
-            .filter(|f| listing::at_or_above(f.severity, inspection.alert_threshold))
+            .filter(|f| f.severity >= inspection.alert_threshold)
             .collect();
         if findings.is_empty() {
             return ServerForward::Original;

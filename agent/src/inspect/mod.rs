@@ -26,56 +26,9 @@ use serde_json::Value;
 
 pub use normalize::skeleton;
 
-/// How bad a finding is. A finding at `Medium` or above means "flagged" at the default threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Low,
-    Medium,
-    High,
-    Critical,
-}
-
-impl Severity {
-    pub const ALL: [Severity; 4] = [Self::Low, Self::Medium, Self::High, Self::Critical];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-            Self::Critical => "critical",
-        }
-    }
-
-    /// One level down, saturating at `Low`.
-    pub fn lower(self) -> Self {
-        match self {
-            Self::Critical => Self::High,
-            Self::High => Self::Medium,
-            _ => Self::Low,
-        }
-    }
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Severity {
-    type Err = InspectError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "low" => Ok(Self::Low),
-            "medium" => Ok(Self::Medium),
-            "high" => Ok(Self::High),
-            "critical" => Ok(Self::Critical),
-            _ => Err(InspectError::UnknownSeverity(s.to_string())),
-        }
-    }
-}
+/// How bad a finding is (the policy's own severity scale). A finding at `Medium` or above
+/// means "flagged" at the default threshold.
+pub use crate::config::Severity;
 
 /// What a finding is about. Serialised as a snake_case string; unknown strings round-trip
 /// through `Custom`.
@@ -259,8 +212,6 @@ pub enum InspectError {
         #[source]
         source: Box<regex::Error>,
     },
-    #[error("unknown severity `{0}` (expected low, medium, high or critical)")]
-    UnknownSeverity(String),
 }
 
 /// The compiled detector. Build once (slowish), scan many times (fast, `&self`, thread-safe).

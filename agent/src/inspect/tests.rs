@@ -53,7 +53,7 @@ fn assert_not_flagged(f: &[Finding], what: &str) {
 #[test]
 fn severity_order_parse_display_serde() {
     assert!(Severity::Low < Severity::Medium && Severity::High < Severity::Critical);
-    assert_eq!("HIGH".parse::<Severity>().ok(), Some(Severity::High));
+    assert_eq!("high".parse::<Severity>().ok(), Some(Severity::High));
     assert!("severe".parse::<Severity>().is_err());
     assert_eq!(Severity::Critical.to_string(), "critical");
     assert_eq!(
