@@ -16,7 +16,7 @@ fn main() {
         .unwrap_or_else(|| root.join("policies/default.yaml"));
     let policy = Arc::new(agentsh::config::load_file(&path).unwrap_or_else(|e| panic!("{e}")));
     let detector = Arc::new(Detector::new(DetectorOptions::default()).expect("detector"));
-    let mut guard = Guard::new("bench", policy, detector, None, Arc::new(NullSink));
+    let guard = Guard::new("bench", policy, detector, None, Arc::new(NullSink));
     let n = 200_000;
     let requests: Vec<Vec<u8>> = (0..n)
         .map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_text_file","arguments":{{"path":"/home/dev/project/src/main.rs"}}}}}}"#).into_bytes())

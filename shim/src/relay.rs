@@ -15,7 +15,7 @@ use std::process::Child;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agentsh::guard::{Forward, Guard, Outcome, Parsed};
+use agentsh::guard::{Forward, Guard, Outcome};
 use agentsh::mcp::message::error_response;
 use agentsh::mcp::{BlockingFrameReader, Frame, FrameItem, Kind, parse};
 use anyhow::{Context as _, Result};
@@ -29,7 +29,7 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
     let client_in = own_fd(std::io::stdin().as_fd()).context("stdin")?;
     let client_out = own_fd(std::io::stdout().as_fd()).context("stdout")?;
 
-    let guard = Arc::new(Mutex::new(guard));
+    let guard = Arc::new(guard);
     let to_server: Sink<std::process::ChildStdin> = Arc::new(Mutex::new(Some(
         BufWriter::with_capacity(1 << 16, server_in),
     )));
@@ -50,17 +50,13 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
                 loop {
                     let (outcome, line) = match reader.next_frame() {
                         Ok(Some(FrameItem::Line(line))) => {
-                            let parsed = Parsed::new(line.content());
-                            let outcome = lock(&guard).client_parsed(line.content(), parsed);
+                            let outcome = guard.from_client(line.content());
                             (outcome, Some(line.into_bytes()))
                         }
                         Ok(Some(FrameItem::Oversize {
                             len_so_far,
                             id_hint,
-                        })) => (
-                            lock(&guard).client_oversize(len_so_far, id_hint.as_ref()),
-                            None,
-                        ),
+                        })) => (guard.client_oversize(len_so_far, id_hint.as_ref()), None),
                         Ok(None) => break,
                         Err(err) => {
                             eprintln!("agentsh-shim: reading from the client: {err}");
@@ -84,17 +80,13 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
     loop {
         let (outcome, line) = match reader.next_frame() {
             Ok(Some(FrameItem::Line(line))) => {
-                let parsed = Parsed::new(line.content());
-                let outcome = lock(&guard).server_parsed(line.content(), parsed);
+                let outcome = guard.from_server(line.content());
                 (outcome, Some(line.into_bytes()))
             }
             Ok(Some(FrameItem::Oversize {
                 len_so_far,
                 id_hint,
-            })) => (
-                lock(&guard).server_oversize(len_so_far, id_hint.as_ref()),
-                None,
-            ),
+            })) => (guard.server_oversize(len_so_far, id_hint.as_ref()), None),
             Ok(None) => break,
             Err(err) => {
                 eprintln!("agentsh-shim: reading from the server: {err}");

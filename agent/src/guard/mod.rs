@@ -12,7 +12,7 @@
 pub mod listing;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::{Value, json};
 
@@ -81,11 +81,14 @@ pub struct Guard {
     server: String,
     policy: Arc<Policy>,
     detector: Arc<Detector>,
-    registry: Registry,
+    /// Written on tools/list, read on every tools/call.
+    registry: RwLock<Registry>,
     pins: Option<PinStore>,
     sink: Arc<dyn EventSink>,
-    client_pending: HashMap<Id, Pending>,
-    server_pending: HashMap<Id, ()>,
+    // Short-held locks: the two relay directions share one guard and must not wait on each
+    // other's policy work, only on these map operations.
+    client_pending: Mutex<HashMap<Id, Pending>>,
+    server_pending: Mutex<HashMap<Id, ()>>,
 }
 
 impl Guard {
@@ -100,16 +103,16 @@ impl Guard {
             server: server.to_owned(),
             policy,
             detector,
-            registry: Registry::default(),
+            registry: RwLock::default(),
             pins,
             sink,
-            client_pending: HashMap::new(),
-            server_pending: HashMap::new(),
+            client_pending: Mutex::default(),
+            server_pending: Mutex::default(),
         }
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    pub fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        read(&self.registry)
     }
 
     fn record(&self, event: Event) {
@@ -130,19 +133,11 @@ impl Guard {
     // client -> server
 
     /// A line from the client (without or with its terminator; blank lines pass).
-    pub fn from_client(&mut self, line: &[u8]) -> Outcome {
-        let parsed = Parsed::new(line);
-        self.client_parsed(line, parsed)
-    }
-
-    /// As [`from_client`](Self::from_client) with the line already parsed (parse outside any
-    /// lock around the guard: it is the largest part of the work and needs no state).
-    pub fn client_parsed(&mut self, line: &[u8], parsed: Parsed) -> Outcome {
-        let frame = match parsed.0 {
-            None => return Outcome::default(),
-            Some(frame) => frame,
-        };
-        let frame = match frame {
+    pub fn from_client(&self, line: &[u8]) -> Outcome {
+        if is_blank(line) {
+            return Outcome::default();
+        }
+        let frame = match parse(line) {
             Ok(frame) => frame,
             Err(err) => {
                 let reason = format!("unparseable message refused: {err}");
@@ -162,7 +157,7 @@ impl Guard {
             Frame::Single(message) => match self.check_client_message(&message) {
                 ClientCheck::Forward(pending) => {
                     if let Some((id, pending)) = pending {
-                        self.client_pending.insert(id, pending);
+                        lock(&self.client_pending).insert(id, pending);
                     }
                     Outcome::default()
                 }
@@ -177,7 +172,7 @@ impl Guard {
 
     /// A batch passes whole or not at all: forwarding part of it would need the server's batch
     /// answer merged with ours, and a refused element is a reason to distrust the rest.
-    fn client_batch(&mut self, messages: &[Message]) -> Outcome {
+    fn client_batch(&self, messages: &[Message]) -> Outcome {
         let mut checks = Vec::with_capacity(messages.len());
         let mut seen_ids = std::collections::HashSet::new();
         for message in messages {
@@ -201,7 +196,7 @@ impl Guard {
         if checks.iter().all(|c| matches!(c, ClientCheck::Forward(_))) {
             for check in checks {
                 if let ClientCheck::Forward(Some((id, pending))) = check {
-                    self.client_pending.insert(id, pending);
+                    lock(&self.client_pending).insert(id, pending);
                 }
             }
             return Outcome::default();
@@ -265,12 +260,12 @@ impl Guard {
             }
             Kind::Response { .. } | Kind::ErrorResponse { .. } => ClientCheck::Forward(None),
             Kind::Request { id, method } => {
-                if self.client_pending.contains_key(id) {
+                if lock(&self.client_pending).contains_key(id) {
                     let text = "agentsh: refused: a request with this id is still pending";
                     self.record(self.refused(text, "client"));
                     return ClientCheck::Refuse(reply_to(Some(id), codes::REFUSED, text));
                 }
-                if self.client_pending.len() >= MAX_PENDING {
+                if lock(&self.client_pending).len() >= MAX_PENDING {
                     let text = "agentsh: refused: too many requests in flight";
                     self.record(self.refused(text, "client"));
                     return ClientCheck::Refuse(reply_to(Some(id), codes::REFUSED, text));
@@ -309,7 +304,8 @@ impl Guard {
                 )));
             }
         };
-        let status = self.registry.status(&self.server, call.name);
+        let registry = read(&self.registry);
+        let status = registry.status(&self.server, call.name);
         let verdict = policy::decide_call(
             self.policy.mcp(),
             &CallRequest {
@@ -371,7 +367,7 @@ impl Guard {
     }
 
     /// A line longer than the bound: answered with an error, never forwarded.
-    pub fn client_oversize(&mut self, len: usize, id_hint: Option<&Id>) -> Outcome {
+    pub fn client_oversize(&self, len: usize, id_hint: Option<&Id>) -> Outcome {
         let text = format!(
             "agentsh: refused message of more than {len} bytes (max_message_bytes is {})",
             self.policy.mcp().max_message_bytes
@@ -391,18 +387,11 @@ impl Guard {
     // server -> client
 
     /// A line from the server.
-    pub fn from_server(&mut self, line: &[u8]) -> Outcome {
-        let parsed = Parsed::new(line);
-        self.server_parsed(line, parsed)
-    }
-
-    /// As [`from_server`](Self::from_server) with the line already parsed.
-    pub fn server_parsed(&mut self, line: &[u8], parsed: Parsed) -> Outcome {
-        let frame = match parsed.0 {
-            None => return Outcome::default(),
-            Some(frame) => frame,
-        };
-        let frame = match frame {
+    pub fn from_server(&self, line: &[u8]) -> Outcome {
+        if is_blank(line) {
+            return Outcome::default();
+        }
+        let frame = match parse(line) {
             Ok(frame) => frame,
             Err(err) => {
                 // The client cannot be told which request failed; it would read whatever the
@@ -460,13 +449,13 @@ impl Guard {
     }
 
     fn check_server_message(
-        &mut self,
+        &self,
         line: &[u8],
         message: &Message,
     ) -> (ServerForward, Option<Vec<u8>>) {
         match message.kind() {
             Kind::Response { id } => {
-                let Some(pending) = self.client_pending.remove(id) else {
+                let Some(pending) = lock(&self.client_pending).remove(id) else {
                     self.record(self.refused("response to no pending request dropped", "server"));
                     return (ServerForward::Drop, None);
                 };
@@ -482,7 +471,7 @@ impl Guard {
             }
             Kind::ErrorResponse { id } => {
                 if let Some(id) = id {
-                    self.client_pending.remove(id);
+                    lock(&self.client_pending).remove(id);
                 }
                 (ServerForward::Original, None)
             }
@@ -498,11 +487,7 @@ impl Guard {
         }
     }
 
-    fn check_server_request(
-        &mut self,
-        id: &Id,
-        method: &Method,
-    ) -> (ServerForward, Option<Vec<u8>>) {
+    fn check_server_request(&self, id: &Id, method: &Method) -> (ServerForward, Option<Vec<u8>>) {
         let requests = &self.policy.mcp().server_requests;
         let action = match method {
             Method::SamplingCreateMessage => Some(requests.sampling),
@@ -545,13 +530,14 @@ impl Guard {
                 Some(error_response(id, codes::BLOCKED, &text, None)),
             );
         }
-        if self.server_pending.len() < MAX_PENDING {
-            self.server_pending.insert(id.clone(), ());
+        let mut server_pending = lock(&self.server_pending);
+        if server_pending.len() < MAX_PENDING {
+            server_pending.insert(id.clone(), ());
         }
         (ServerForward::Original, None)
     }
 
-    fn check_tools_list(&mut self, id: &Id, message: &Message, line: &[u8]) -> ServerForward {
+    fn check_tools_list(&self, id: &Id, message: &Message, line: &[u8]) -> ServerForward {
         let list = match ToolsListResult::from_message(message) {
             Ok(list) => list,
             Err(err) => {
@@ -564,9 +550,7 @@ impl Guard {
         let mut keep = Vec::with_capacity(list.tools.len());
         for definition in &list.tools {
             let name = definition.get("name").and_then(Value::as_str);
-            let previous = name
-                .and_then(|n| self.registry.get(&self.server, n))
-                .cloned();
+            let previous = name.and_then(|n| read(&self.registry).get(&self.server, n).cloned());
             let pinned = match (name, &self.pins) {
                 (Some(n), Some(pins)) => match pins.tool_pin(&self.server, n) {
                     Ok(pin) => pin,
@@ -601,7 +585,7 @@ impl Guard {
             for event in decision.events.iter().cloned() {
                 self.record(event);
             }
-            self.registry.insert(
+            write(&self.registry).insert(
                 &self.server,
                 &decision.name,
                 Entry {
@@ -625,13 +609,7 @@ impl Guard {
     }
 
     /// Output inspection of a tools/call, resources/read or prompts/get result.
-    fn check_content(
-        &mut self,
-        id: &Id,
-        message: &Message,
-        tool: &str,
-        method: &str,
-    ) -> ServerForward {
+    fn check_content(&self, id: &Id, message: &Message, tool: &str, method: &str) -> ServerForward {
         let inspection = &self.policy.mcp().output_inspection;
         if !inspection.enabled {
             return ServerForward::Original;
@@ -681,7 +659,7 @@ impl Guard {
         .details(json!({"method": method, "findings": listing::findings_json(&findings)}));
         if !tool.is_empty() {
             event = event.tool(tool);
-            if let Some(entry) = self.registry.get(&self.server, tool) {
+            if let Some(entry) = read(&self.registry).get(&self.server, tool) {
                 event = event.hash(entry.hash);
             }
         }
@@ -695,14 +673,14 @@ impl Guard {
 
     /// A line from the server longer than the bound: dropped; the request it answered (if its
     /// id can be found) gets an error so the client does not wait forever.
-    pub fn server_oversize(&mut self, len: usize, id_hint: Option<&Id>) -> Outcome {
+    pub fn server_oversize(&self, len: usize, id_hint: Option<&Id>) -> Outcome {
         let text = format!(
             "agentsh: server message of more than {len} bytes refused (max_message_bytes is {})",
             self.policy.mcp().max_message_bytes
         );
         self.record(self.refused(text.clone(), "server"));
         let forward = match id_hint {
-            Some(id) if self.client_pending.remove(id).is_some() => {
+            Some(id) if lock(&self.client_pending).remove(id).is_some() => {
                 Forward::Replaced(error_response(id, codes::REFUSED, &text, None))
             }
             _ => Forward::Drop,
@@ -711,15 +689,6 @@ impl Guard {
             forward,
             reply: Vec::new(),
         }
-    }
-}
-
-/// A line parsed for the guard: `None` for a blank line (passed as is).
-pub struct Parsed(Option<Result<Frame, crate::mcp::ParseError>>);
-
-impl Parsed {
-    pub fn new(line: &[u8]) -> Self {
-        Self((!is_blank(line)).then(|| parse(line)))
     }
 }
 
@@ -749,6 +718,20 @@ fn recover_id(line: &[u8]) -> Option<Id> {
         Some(_) => None,
         None => crate::mcp::framing::id_hint(line),
     }
+}
+
+// A panic while a lock is held leaves the maps in their last consistent state (every update is
+// a single insert or remove), so poisoning is not a reason to stop guarding.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
 }
 
 fn is_blank(line: &[u8]) -> bool {
