@@ -18,6 +18,10 @@ fn main() {
         echo_server();
         return;
     }
+    if args.iter().any(|a| a == "--copy-relay") {
+        copy_relay();
+        return;
+    }
     let opt = |name: &str| {
         args.iter()
             .position(|a| a == name)
@@ -44,6 +48,13 @@ fn main() {
         cmd.arg("--echo-server");
         cmd
     };
+    // A process that copies bytes both ways and inspects nothing: what any extra process hop
+    // costs on this machine, so the shim's own share can be read off.
+    let through_relay = || {
+        let mut cmd = Command::new(&me);
+        cmd.arg("--copy-relay");
+        cmd
+    };
     let through_shim = || {
         let mut cmd = Command::new(&shim);
         cmd.arg("--policy")
@@ -67,25 +78,50 @@ fn main() {
         100.0 * shim_rate / direct_rate
     );
 
-    let (direct_rtt, shim_rtt) = latency(direct(), through_shim(), pings);
-    println!(
-        "round trip   {:>6} {:>9} {:>9} {:>9}",
-        "", "p50", "p90", "p99"
-    );
-    for (name, rtt) in [("direct", &direct_rtt), ("shim", &shim_rtt)] {
+    // On a VM, a process that blocks lets its vCPU idle, and waking it costs tens of µs: the
+    // shim adds two process hops per round trip, so it pays that twice. Measured both ways.
+    for awake in [false, true] {
+        let spinner = awake.then(|| {
+            Command::new("nice")
+                .args(["-n", "19", "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .expect("start the busy process")
+        });
+        let rtts = latency([direct(), through_relay(), through_shim()], pings);
+        if let Some(mut spinner) = spinner {
+            let _ = spinner.kill();
+            let _ = spinner.wait();
+        }
         println!(
-            "             {:>6} {:>7.1}µs {:>7.1}µs {:>7.1}µs",
-            name,
-            pct(rtt, 50.0),
-            pct(rtt, 90.0),
-            pct(rtt, 99.0)
+            "round trip, {}",
+            if awake {
+                "CPUs kept awake by a nice-19 busy loop (as on a loaded runner)"
+            } else {
+                "idle machine (each process hop may wake an idle vCPU)"
+            }
+        );
+        println!(
+            "             {:>10} {:>9} {:>9} {:>9}",
+            "", "p50", "p90", "p99"
+        );
+        for (name, rtt) in ["direct", "copy relay", "shim"].iter().zip(&rtts) {
+            println!(
+                "             {:>10} {:>7.1}µs {:>7.1}µs {:>7.1}µs",
+                name,
+                pct(rtt, 50.0),
+                pct(rtt, 90.0),
+                pct(rtt, 99.0)
+            );
+        }
+        let [direct_rtt, relay_rtt, shim_rtt] = &rtts;
+        println!(
+            "             added by the shim vs direct: p50 {:.1}µs  p99 {:.1}µs;  vs the copy relay: p50 {:.1}µs  p99 {:.1}µs",
+            pct(shim_rtt, 50.0) - pct(direct_rtt, 50.0),
+            pct(shim_rtt, 99.0) - pct(direct_rtt, 99.0),
+            pct(shim_rtt, 50.0) - pct(relay_rtt, 50.0),
+            pct(shim_rtt, 99.0) - pct(relay_rtt, 99.0),
         );
     }
-    println!(
-        "added by the shim (request and response both inspected): p50 {:.1}µs  p99 {:.1}µs",
-        pct(&shim_rtt, 50.0) - pct(&direct_rtt, 50.0),
-        pct(&shim_rtt, 99.0) - pct(&direct_rtt, 99.0)
-    );
 }
 
 fn request(id: usize) -> String {
@@ -129,11 +165,11 @@ fn throughput(cmd: Command, n: usize) -> f64 {
     n as f64 / elapsed.as_secs_f64()
 }
 
-/// Round trips of one request at a time, alternating between the two paths so that both see
-/// the same machine conditions (this matters on small, shared VMs).
-fn latency(a: Command, b: Command, n: usize) -> (Vec<Duration>, Vec<Duration>) {
-    let mut paths = [Pinger::new(a), Pinger::new(b)];
-    let mut samples = [Vec::with_capacity(n), Vec::with_capacity(n)];
+/// Round trips of one request at a time, alternating between the paths so that all see the
+/// same machine conditions (this matters on small, shared VMs).
+fn latency<const N: usize>(cmds: [Command; N], n: usize) -> [Vec<Duration>; N] {
+    let mut paths = cmds.map(Pinger::new);
+    let mut samples: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(n));
     // A warm-up so page faults and lazy initialisation stay out of the samples.
     for id in 0..n + 1000 {
         for (path, out) in paths.iter_mut().zip(samples.iter_mut()) {
@@ -147,10 +183,10 @@ fn latency(a: Command, b: Command, n: usize) -> (Vec<Duration>, Vec<Duration>) {
         drop(stdin);
         finish(child);
     }
-    let [mut a, mut b] = samples;
-    a.sort();
-    b.sort();
-    (a, b)
+    for s in &mut samples {
+        s.sort();
+    }
+    samples
 }
 
 struct Pinger {
@@ -225,4 +261,36 @@ fn echo_server() {
         }
     }
     let _ = out.flush();
+}
+
+/// Copies stdin to an echo server and its stdout back, one thread per direction, inspecting
+/// nothing.
+fn copy_relay() {
+    use std::io::Read;
+    let me = std::env::current_exe().expect("own path");
+    let mut child = Command::new(me)
+        .arg("--echo-server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("echo server");
+    let mut to_server = child.stdin.take().expect("stdin");
+    let mut from_server = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut input = std::io::stdin().lock();
+        while let Ok(n) = input.read(&mut buf) {
+            if n == 0 || to_server.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = std::io::stdout().lock();
+    while let Ok(n) = from_server.read(&mut buf) {
+        if n == 0 || out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    let _ = child.wait();
 }
