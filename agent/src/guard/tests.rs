@@ -328,3 +328,51 @@ fn audit_only_mode_forwards_but_records() {
     assert_eq!(event.action, Action::Alert);
     assert!(event.reason.starts_with("audit-only"));
 }
+
+#[test]
+fn paginated_lists_register_every_page_and_notifications_pass() {
+    let h = harness("sandbox: {mcp: {detection: {on_detection: block}}}");
+    h.guard
+        .from_client(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let page1 = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "description": "First tool."}], "nextCursor": "p2"}});
+    assert_eq!(
+        h.guard
+            .from_server(&serde_json::to_vec(&page1).unwrap())
+            .forward,
+        Forward::Original
+    );
+    h.guard
+        .from_client(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"p2"}}"#);
+    let page2 = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "b", "description": POISONED}, {"name": "c", "description": "Third tool."}]}});
+    let out = h.guard.from_server(&serde_json::to_vec(&page2).unwrap());
+    let kept: Vec<Value> = forwarded_json(&out)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0]["name"], "c");
+    let registry = h.guard.registry();
+    for tool in ["a", "b", "c"] {
+        assert!(registry.get("fs", tool).is_some(), "{tool} not registered");
+    }
+    drop(registry);
+    let notification = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    assert_eq!(h.guard.from_server(notification), Outcome::default());
+    let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":5}}"#;
+    assert_eq!(h.guard.from_client(progress), Outcome::default());
+}
+
+#[test]
+fn elicitation_is_blocked_and_allowed_server_requests_are_answered_by_the_client() {
+    let h = harness("sandbox: {mcp: {server_requests: {sampling: allow}}}");
+    let out = h.guard.from_server(br#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"Your password?"}}"#);
+    assert_eq!(out.forward, Forward::Drop);
+    assert_eq!(reply_json(&out)["error"]["code"], codes::BLOCKED);
+    let out = h.guard.from_server(
+        br#"{"jsonrpc":"2.0","id":10,"method":"sampling/createMessage","params":{"messages":[]}}"#,
+    );
+    assert_eq!(out, Outcome::default());
+    // The client's answer to the server's request passes to the server untouched.
+    let answer = br#"{"jsonrpc":"2.0","id":10,"result":{"role":"assistant","content":{"type":"text","text":"hi"}}}"#;
+    assert_eq!(h.guard.from_client(answer), Outcome::default());
+}
