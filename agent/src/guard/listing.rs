@@ -170,7 +170,7 @@ fn check_detection(
         }
     );
     let event = Event::new(EventKind::McpDetection, tool.server, Action::Alert, "")
-        .details(json!({"max_severity": worst, "findings": findings_json(&findings)}));
+        .details(json!({"max_severity": worst, "findings": findings}));
     match policy.detection.on_detection {
         config::Action::Block => withhold(policy, d, "detection", reason, event),
         config::Action::Alert => d.events.push(finish(event, d, Action::Alert, reason)),
@@ -209,24 +209,6 @@ pub fn at_or_above(severity: inspect::Severity, threshold: config::Severity) -> 
             .position(|x| *x == s)
     };
     rank(severity.as_str()) >= rank(threshold.as_str())
-}
-
-pub fn findings_json(findings: &[Finding]) -> Value {
-    Value::Array(
-        findings
-            .iter()
-            .map(|f| {
-                json!({
-                    "category": f.category.as_str(),
-                    "severity": f.severity.as_str(),
-                    "rule": f.rule,
-                    "field": f.field,
-                    "match": f.matched,
-                    "context": f.context,
-                })
-            })
-            .collect(),
-    )
 }
 
 /// Which hashed fields differ between two definitions.

@@ -656,7 +656,7 @@ impl Guard {
             },
         )
         .rule("output_inspection")
-        .details(json!({"method": method, "findings": listing::findings_json(&findings)}));
+        .details(json!({"method": method, "findings": findings}));
         if !tool.is_empty() {
             event = event.tool(tool);
             if let Some(entry) = read(&self.registry).get(&self.server, tool) {

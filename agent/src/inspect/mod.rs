@@ -151,7 +151,8 @@ pub struct Finding {
     /// (a property name); `#base64`, `#hex`, `#percent`, `#html`, `#tags` mean "in the decoded
     /// form of that string".
     pub field: String,
-    /// The matched text from the original string, truncated.
+    /// The matched text from the original string, truncated. Serialised as `match`.
+    #[serde(rename = "match")]
     pub matched: String,
     /// Up to 50 characters either side of the match, invisible characters shown as `\u{..}`.
     pub context: String,

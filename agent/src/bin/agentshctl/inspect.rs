@@ -57,14 +57,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 "tool": name,
                 "hash": hash.to_string(),
                 "max_severity": max_severity(&findings).map(|s| s.as_str()),
-                "findings": findings.iter().map(|f| json!({
-                    "category": f.category.as_str(),
-                    "severity": f.severity.as_str(),
-                    "rule": f.rule,
-                    "field": f.field,
-                    "match": f.matched,
-                    "context": f.context,
-                })).collect::<Vec<_>>(),
+                "findings": findings,
             });
             println!("{report}");
         } else {
