@@ -14,6 +14,8 @@ use serde_json::Value;
 
 const TOOL_PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("tool_pins");
 const BINARY_PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("binary_pins");
+/// A definition that differs from its pin and waits for a person to trust it.
+const PENDING: TableDefinition<&str, &[u8]> = TableDefinition::new("pending_definitions");
 
 /// How long to wait for another process that has the database open.
 const LOCK_PATIENCE: Duration = Duration::from_secs(5);
@@ -93,6 +95,7 @@ impl PinStore {
         store.write(|txn| {
             txn.open_table(TOOL_PINS)?;
             txn.open_table(BINARY_PINS)?;
+            txn.open_table(PENDING)?;
             Ok(())
         })?;
         Ok(store)
@@ -114,29 +117,129 @@ impl PinStore {
     /// Every pinned tool of `server`, by tool name.
     pub fn tool_pins(&self, server: &str) -> Result<Vec<(String, ToolPin)>, StoreError> {
         let prefix = tool_key(server, "");
+        Ok(self
+            .scan::<ToolPin>(TOOL_PINS, &prefix)?
+            .into_iter()
+            .map(|(key, pin)| (key[prefix.len()..].to_owned(), pin))
+            .collect())
+    }
+
+    /// Every pin: (server, tool, pin).
+    pub fn all_tool_pins(&self) -> Result<Vec<(String, String, ToolPin)>, StoreError> {
+        Ok(self
+            .scan::<ToolPin>(TOOL_PINS, "")?
+            .into_iter()
+            .filter_map(|(key, pin)| {
+                let (server, tool) = key.split_once('\u{1f}')?;
+                Some((server.to_owned(), tool.to_owned(), pin))
+            })
+            .collect())
+    }
+
+    /// The changed definition of a pinned tool, waiting to be trusted.
+    pub fn pending(&self, server: &str, tool: &str) -> Result<Option<ToolPin>, StoreError> {
+        self.get(PENDING, &tool_key(server, tool))
+    }
+
+    pub fn set_pending(&self, server: &str, tool: &str, seen: &ToolPin) -> Result<(), StoreError> {
+        self.put(PENDING, &tool_key(server, tool), seen)
+    }
+
+    /// Makes the pending definition the pin, recording who trusted it. `None` when nothing is
+    /// pending for the tool.
+    pub fn trust_pending(
+        &self,
+        server: &str,
+        tool: &str,
+        by: &str,
+    ) -> Result<Option<ToolPin>, StoreError> {
+        let key = tool_key(server, tool);
+        let Some(mut pin) = self.get::<ToolPin>(PENDING, &key)? else {
+            return Ok(None);
+        };
+        pin.trusted_by = by.to_owned();
+        pin.pinned_at = now_secs();
+        let bytes = self.encode(&key, &pin)?;
+        self.write(|txn| {
+            txn.open_table(TOOL_PINS)?
+                .insert(key.as_str(), bytes.as_slice())?;
+            txn.open_table(PENDING)?.remove(key.as_str())?;
+            Ok(())
+        })?;
+        Ok(Some(pin))
+    }
+
+    /// Forgets the pins (and pending definitions) of one tool, or of every tool and the binary
+    /// of `server` when `tool` is `None`; the next sight pins afresh. Returns how many went.
+    pub fn reset(&self, server: &str, tool: Option<&str>) -> Result<usize, StoreError> {
+        let keys: Vec<String> = match tool {
+            Some(tool) => vec![tool_key(server, tool)],
+            None => {
+                let prefix = tool_key(server, "");
+                let mut keys: Vec<String> = self
+                    .scan::<ToolPin>(TOOL_PINS, &prefix)?
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect();
+                keys.extend(
+                    self.scan::<ToolPin>(PENDING, &prefix)?
+                        .into_iter()
+                        .map(|(k, _)| k),
+                );
+                keys.sort();
+                keys.dedup();
+                keys
+            }
+        };
+        let mut removed = 0;
+        self.write(|txn| {
+            let mut pins = txn.open_table(TOOL_PINS)?;
+            let mut pending = txn.open_table(PENDING)?;
+            for key in &keys {
+                removed += usize::from(pins.remove(key.as_str())?.is_some());
+                pending.remove(key.as_str())?;
+            }
+            if tool.is_none() {
+                removed += usize::from(txn.open_table(BINARY_PINS)?.remove(server)?.is_some());
+            }
+            Ok(())
+        })?;
+        Ok(removed)
+    }
+
+    /// Every binary pin, by server.
+    pub fn all_binary_pins(&self) -> Result<Vec<(String, BinaryPin)>, StoreError> {
+        self.scan(BINARY_PINS, "")
+    }
+
+    /// Entries of `table` whose key starts with `prefix`, in key order.
+    fn scan<T: for<'de> Deserialize<'de>>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        prefix: &str,
+    ) -> Result<Vec<(String, T)>, StoreError> {
         let db = self.database()?;
         let txn = db.begin_read().map_err(|e| self.db_err("begin read", e))?;
         let table = txn
-            .open_table(TOOL_PINS)
+            .open_table(table)
             .map_err(|e| self.db_err("open table", e))?;
-        let mut pins = Vec::new();
-        let range = table
-            .range(prefix.as_str()..)
-            .map_err(|e| self.db_err("range", e))?;
+        let mut out = Vec::new();
+        let range = table.range(prefix..).map_err(|e| self.db_err("range", e))?;
         for entry in range {
             let (key, value) = entry.map_err(|e| self.db_err("read", e))?;
-            let Some(tool) = key.value().strip_prefix(prefix.as_str()) else {
+            let key = key.value();
+            if !key.starts_with(prefix) {
                 break;
-            };
-            let pin =
+            }
+            let item =
                 serde_json::from_slice(value.value()).map_err(|source| StoreError::Corrupt {
                     path: self.path.clone(),
-                    key: key.value().to_owned(),
+                    key: key.to_owned(),
                     source,
                 })?;
-            pins.push((tool.to_owned(), pin));
+            out.push((key.to_owned(), item));
         }
-        Ok(pins)
+        Ok(out)
     }
 
     pub fn binary_pin(&self, server: &str) -> Result<Option<BinaryPin>, StoreError> {
@@ -175,14 +278,18 @@ impl PinStore {
         key: &str,
         value: &T,
     ) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(value).map_err(|source| StoreError::Corrupt {
-            path: self.path.clone(),
-            key: key.to_owned(),
-            source,
-        })?;
+        let bytes = self.encode(key, value)?;
         self.write(|txn| {
             txn.open_table(table)?.insert(key, bytes.as_slice())?;
             Ok(())
+        })
+    }
+
+    fn encode<T: Serialize>(&self, key: &str, value: &T) -> Result<Vec<u8>, StoreError> {
+        serde_json::to_vec(value).map_err(|source| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: key.to_owned(),
+            source,
         })
     }
 
@@ -255,6 +362,33 @@ mod tests {
         assert_eq!(store.tool_pin("fs", "write_file").unwrap(), None);
         assert_eq!(store.tool_pins("fs").unwrap().len(), 1);
         assert_eq!(store.tool_pins("f").unwrap().len(), 0);
+    }
+
+    #[test]
+    fn pending_definitions_are_trusted_or_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PinStore::open(dir.path()).unwrap();
+        let pin = |hash: &str| ToolPin {
+            hash: hash.into(),
+            definition: serde_json::json!({"name": "t", "description": hash}),
+            pinned_at: 1,
+            trusted_by: "auto".into(),
+        };
+        store.pin_tool("s", "t", &pin("old")).unwrap();
+        assert_eq!(store.trust_pending("s", "t", "alice").unwrap(), None);
+        store.set_pending("s", "t", &pin("new")).unwrap();
+        let trusted = store.trust_pending("s", "t", "alice").unwrap().unwrap();
+        assert_eq!(
+            (trusted.hash.as_str(), trusted.trusted_by.as_str()),
+            ("new", "alice")
+        );
+        assert_eq!(store.tool_pin("s", "t").unwrap().unwrap().hash, "new");
+        assert_eq!(store.pending("s", "t").unwrap(), None);
+        store.pin_tool("s", "u", &pin("x")).unwrap();
+        store.pin_tool("s2", "t", &pin("y")).unwrap();
+        assert_eq!(store.all_tool_pins().unwrap().len(), 3);
+        assert_eq!(store.reset("s", None).unwrap(), 2);
+        assert_eq!(store.all_tool_pins().unwrap().len(), 1);
     }
 
     #[test]

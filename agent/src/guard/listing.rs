@@ -24,7 +24,7 @@ pub struct Listed<'a> {
     pub definition: &'a Value,
     /// This run's entry for the same name, if it was listed before.
     pub previous: Option<&'a Entry>,
-    /// The persistent pin, if any.
+    /// The pin (persistent, or this run's when there is no state dir), if any.
     pub pinned: Option<&'a ToolPin>,
 }
 
@@ -34,6 +34,8 @@ pub struct ListingDecision {
     pub state: ToolState,
     /// A pin to store (first sight with auto_trust_first, or a change accepted by `allow`).
     pub pin_write: Option<ToolPin>,
+    /// A changed definition to keep until someone trusts it (`agentshctl mcp pins trust`).
+    pub pending_write: Option<ToolPin>,
     pub events: Vec<Event>,
 }
 
@@ -53,6 +55,7 @@ pub fn evaluate(policy: &McpPolicy, detector: &Detector, tool: Listed) -> Option
         hash,
         state: ToolState::Trusted,
         pin_write: None,
+        pending_write: None,
         events: Vec::new(),
     };
     if policy.version_pinning.enabled {
@@ -76,10 +79,9 @@ fn seen(tool: &Listed, d: &ListingDecision, reason: &str) -> Event {
 
 fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
     let pinning = &policy.version_pinning;
-    let baseline = tool
-        .pinned
-        .map(|pin| (pin.hash.clone(), &pin.definition))
-        .or_else(|| tool.previous.map(|e| (e.hash.to_string(), &e.definition)));
+    // The baseline is the pin, never the last sighting: after a withheld change the registry
+    // holds the new definition, and comparing with it would let a second listing through.
+    let baseline = tool.pinned.map(|pin| (pin.hash.clone(), &pin.definition));
     let Some((pinned_hash, pinned_definition)) = baseline else {
         if pinning.auto_trust_first {
             d.pin_write = Some(ToolPin {
@@ -112,11 +114,13 @@ fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
     }
     let changed = changed_fields(pinned_definition, tool.definition);
     let reason = format!(
-        "definition of tool '{}' changed since it was pinned ({} -> {}; changed: {})",
+        "definition of tool '{}' changed since it was pinned ({} -> {}; changed: {}); review it with `agentshctl mcp pins diff {server}:{name}` and accept it with `agentshctl mcp pins trust {server}:{name}`",
         d.name,
         pinned_hash,
         d.hash,
-        changed.join(", ")
+        changed.join(", "),
+        server = tool.server,
+        name = d.name,
     );
     let details = json!({
         "pinned_hash": pinned_hash,
@@ -125,9 +129,21 @@ fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
     });
     let event =
         Event::new(EventKind::McpToolChanged, tool.server, Action::Alert, "").details(details);
+    let seen = ToolPin {
+        hash: d.hash.to_string(),
+        definition: tool.definition.clone(),
+        pinned_at: now_secs(),
+        trusted_by: String::new(),
+    };
     match pinning.on_change {
-        PinAction::Block => withhold(policy, d, "version_pinning", reason, event),
-        PinAction::Alert => d.events.push(finish(event, d, Action::Alert, reason)),
+        PinAction::Block => {
+            d.pending_write = Some(seen);
+            withhold(policy, d, "version_pinning", reason, event);
+        }
+        PinAction::Alert => {
+            d.pending_write = Some(seen);
+            d.events.push(finish(event, d, Action::Alert, reason));
+        }
         PinAction::Allow => {
             d.pin_write = Some(ToolPin {
                 hash: d.hash.to_string(),

@@ -24,7 +24,7 @@ use crate::mcp::message::{error_response, error_response_null_id, filter_tools_l
 use crate::mcp::{Frame, Id, Kind, Message, Method, ToolsListResult, parse};
 use crate::policy::{self, CallRequest};
 use crate::registry::{Entry, Registry};
-use crate::store::PinStore;
+use crate::store::{PinStore, StoreError, ToolPin};
 
 /// JSON-RPC error codes the guard answers with.
 pub mod codes {
@@ -83,7 +83,7 @@ pub struct Guard {
     detector: Arc<Detector>,
     /// Written on tools/list, read on every tools/call.
     registry: RwLock<Registry>,
-    pins: Option<PinStore>,
+    pins: Pins,
     sink: Arc<dyn EventSink>,
     // Short-held locks: the two relay directions share one guard and must not wait on each
     // other's policy work, only on these map operations.
@@ -104,7 +104,10 @@ impl Guard {
             policy,
             detector,
             registry: RwLock::default(),
-            pins,
+            pins: match pins {
+                Some(store) => Pins::Store(store),
+                None => Pins::Memory(Mutex::default()),
+            },
             sink,
             client_pending: Mutex::default(),
             server_pending: Mutex::default(),
@@ -551,15 +554,13 @@ impl Guard {
         for definition in &list.tools {
             let name = definition.get("name").and_then(Value::as_str);
             let previous = name.and_then(|n| read(&self.registry).get(&self.server, n).cloned());
-            let pinned = match (name, &self.pins) {
-                (Some(n), Some(pins)) => match pins.tool_pin(&self.server, n) {
-                    Ok(pin) => pin,
-                    Err(err) => {
-                        self.record(self.refused(format!("pin store: {err}"), "server"));
-                        None
-                    }
-                },
-                _ => None,
+            let pinned = match name.map(|n| self.pins.tool_pin(&self.server, n)) {
+                Some(Ok(pin)) => pin,
+                Some(Err(err)) => {
+                    self.record(self.refused(format!("pin store: {err}"), "server"));
+                    None
+                }
+                None => None,
             };
             let decision = listing::evaluate(
                 policy.mcp(),
@@ -576,9 +577,12 @@ impl Guard {
                 keep.push(false);
                 continue;
             };
-            if let (Some(pin), Some(pins)) = (&decision.pin_write, &self.pins)
-                && let Err(err) = pins.pin_tool(&self.server, &decision.name, pin)
-            {
+            let stored = match (&decision.pin_write, &decision.pending_write) {
+                (Some(pin), _) => self.pins.pin_tool(&self.server, &decision.name, pin),
+                (None, Some(seen)) => self.pins.set_pending(&self.server, &decision.name, seen),
+                (None, None) => Ok(()),
+            };
+            if let Err(err) = stored {
                 self.record(self.refused(format!("pin store: {err}"), "server"));
             }
             keep.push(decision.keep());
@@ -688,6 +692,40 @@ impl Guard {
         Outcome {
             forward,
             reply: Vec::new(),
+        }
+    }
+}
+
+/// Where pins live: the state dir, or this process's memory when there is none (rug pulls are
+/// then caught within one run only).
+enum Pins {
+    Store(PinStore),
+    Memory(Mutex<HashMap<String, ToolPin>>),
+}
+
+impl Pins {
+    fn tool_pin(&self, server: &str, tool: &str) -> Result<Option<ToolPin>, StoreError> {
+        match self {
+            Pins::Store(store) => store.tool_pin(server, tool),
+            Pins::Memory(pins) => Ok(lock(pins).get(tool).cloned()),
+        }
+    }
+
+    fn pin_tool(&self, server: &str, tool: &str, pin: &ToolPin) -> Result<(), StoreError> {
+        match self {
+            Pins::Store(store) => store.pin_tool(server, tool, pin),
+            Pins::Memory(pins) => {
+                lock(pins).insert(tool.to_owned(), pin.clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn set_pending(&self, server: &str, tool: &str, seen: &ToolPin) -> Result<(), StoreError> {
+        match self {
+            Pins::Store(store) => store.set_pending(server, tool, seen),
+            // Nobody can trust a change kept only in this process's memory.
+            Pins::Memory(_) => Ok(()),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! agentshctl: the command line of agentsh.
 
 mod inspect;
+mod pins;
 mod setup;
 
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ enum McpCommand {
     Inspect(inspect::Args),
     /// Route the stdio MCP servers of desktop clients through agentsh-shim.
     Setup(setup::Args),
+    /// Pinned tool definitions and server binaries: list, diff, trust, reset.
+    Pins(pins::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
         Command::Mcp(McpCommand::Inspect(args)) => inspect::run(&args),
         Command::Mcp(McpCommand::Setup(args)) => setup::run(&args),
+        Command::Mcp(McpCommand::Pins(args)) => pins::run(&args),
     };
     match result {
         Ok(code) => code,
