@@ -122,8 +122,8 @@ fn list(store: &PinStore, server: Option<&str>, as_json: bool) -> Result<ExitCod
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<24} {:<28} {:<16} {:<22} {}",
-        "SERVER", "TOOL", "HASH", "TRUSTED", "STATE"
+        "{:<24} {:<28} {:<16} {:<22} STATE",
+        "SERVER", "TOOL", "HASH", "TRUSTED"
     );
     for (server, tool, pin, pending) in &rows {
         let state = match pending {
@@ -212,7 +212,7 @@ fn diff(store: &PinStore, server: &str, tool: &str, as_json: bool) -> Result<Exi
             .max()
             .unwrap_or(0)
             .clamp(20, 60);
-        println!("  {:<width$} | {}", "pinned", "now");
+        println!("  {:<width$} | now", "pinned");
         let (old_lines, new_lines): (Vec<&str>, Vec<&str>) =
             (old.lines().collect(), new.lines().collect());
         for i in 0..old_lines.len().max(new_lines.len()) {
