@@ -72,11 +72,14 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<std::convert::Infallible> {
     let Some(policy_path) = &args.policy else {
         // Daemon mode arrives with agentshd; until then a shim without a policy has no engine,
-        // and running the server unguarded would be a silent bypass.
-        bail!(
-            "no --policy given and no agentsh daemon to ask: refusing to run the server unguarded \
-             (pass --policy /path/to/policy.yaml, e.g. policies/default.yaml)"
+        // and running the server unguarded would be a silent bypass. The client is told why on
+        // every request, where its user will see it.
+        relay::refuse_all(
+            "agentsh: no --policy given and no agentsh daemon to ask, so the server was not \
+             started (fail closed); add `--policy /etc/agentsh/policies/default.yaml` (or your \
+             policy) to the agentsh-shim command",
         );
+        std::process::exit(i32::from(EXIT_CONFIG));
     };
     let policy = Arc::new(config::load_file(policy_path).map_err(|e| anyhow::anyhow!("{e}"))?);
     for warning in &policy.warnings {

@@ -424,3 +424,38 @@ fn unsafe_kill(pid: u32, sig: i32) {
         .unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn without_a_policy_every_request_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("never.jsonl");
+    let mut cmd = Command::new(bin("agentsh-shim"));
+    cmd.arg("--")
+        .args([
+            "python3",
+            peers().join("servers/recorder.py").to_str().unwrap(),
+        ])
+        .arg(&log);
+    let out = agentsh_tests::run_bounded(
+        cmd,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"write_file\"}}\n",
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(78));
+    let replies: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 2);
+    for reply in &replies {
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("--policy"),
+            "{reply}"
+        );
+    }
+    assert!(!log.exists(), "the server ran without a policy");
+}
