@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agentsh::config;
+use agentsh::kernel::KernelPrograms;
 use agentsh::store::PinStore;
 use anyhow::{Context as _, Result};
 use clap::Parser;
@@ -77,6 +78,15 @@ async fn run(args: &Args) -> Result<()> {
         policy.mcp().enforce_policy,
         pins.path().display()
     );
+    // Attaching comes with sessions; loading now proves the embedded programs pass this
+    // kernel's verifier, and says plainly when they cannot.
+    match KernelPrograms::load() {
+        Ok(programs) => {
+            drop(programs);
+            println!("agentshd: kernel programs load and pass the verifier (connect4)");
+        }
+        Err(err) => println!("agentshd: kernel programs unavailable: {err}"),
+    }
     println!(
         "agentshd: wrap MCP servers with `agentsh-shim --policy {} --state-dir {} -- <server>`; \
          SIGHUP reloads the policy, SIGTERM stops",
