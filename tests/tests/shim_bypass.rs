@@ -120,6 +120,13 @@ fn attempts() -> Vec<Attempt> {
                 .concat(),
             ],
         },
+        attempt(
+            "bare CR smuggling a second message",
+            &format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"ping\",\"params\":{{\"x\":\r{}\r}}}}",
+                call(23, "write_file")
+            ),
+        ),
         Attempt {
             name: "CRLF",
             pieces: vec![format!("{}\r\n", call(21, "write_file")).into_bytes()],
@@ -219,7 +226,7 @@ fn no_denied_call_ever_reaches_the_server() {
                     .is_some_and(|b| b.iter().any(|x| x["id"] == id))
         })
     };
-    for id in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 30, 40] {
+    for id in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 22, 30, 40] {
         assert!(answered(id), "no answer for request {id}: {client_saw}");
     }
     let ok = answers

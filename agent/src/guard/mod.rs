@@ -140,6 +140,18 @@ impl Guard {
         if is_blank(line) {
             return Outcome::default();
         }
+        if let Some(reason) = split_hazard(line) {
+            self.record(self.refused(reason, "client"));
+            let text = format!("agentsh: refused: {reason}");
+            let reply = match recover_id(line) {
+                Some(id) => error_response(&id, codes::REFUSED, &text, None),
+                None => error_response_null_id(codes::REFUSED, &text, None),
+            };
+            return Outcome {
+                forward: Forward::Drop,
+                reply,
+            };
+        }
         let frame = match parse(line) {
             Ok(frame) => frame,
             Err(err) => {
@@ -393,6 +405,13 @@ impl Guard {
     pub fn from_server(&self, line: &[u8]) -> Outcome {
         if is_blank(line) {
             return Outcome::default();
+        }
+        if let Some(reason) = split_hazard(line) {
+            self.record(self.refused(reason, "server"));
+            return Outcome {
+                forward: Forward::Drop,
+                reply: Vec::new(),
+            };
         }
         let frame = match parse(line) {
             Ok(frame) => frame,
@@ -770,6 +789,16 @@ fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 
 fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A line that other line readers would split where we do not. JSON allows a bare `\r` as
+/// whitespace, but Python's text-mode stdin (the Python MCP SDK) and Node's readline end a line
+/// there, so `{"method":"ping","x":\r{..tools/call..}\r}` is one ping to us and a tools/call to
+/// them. `line` excludes its `\n` / `\r\n` terminator, so any `\r` left is inside.
+fn split_hazard(line: &[u8]) -> Option<&'static str> {
+    memchr::memchr(b'\r', line).map(|_| {
+        "bare carriage return inside a message (line readers that split on \\r would see other messages)"
+    })
 }
 
 fn is_blank(line: &[u8]) -> bool {

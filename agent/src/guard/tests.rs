@@ -376,3 +376,16 @@ fn elicitation_is_blocked_and_allowed_server_requests_are_answered_by_the_client
     let answer = br#"{"jsonrpc":"2.0","id":10,"result":{"role":"assistant","content":{"type":"text","text":"hi"}}}"#;
     assert_eq!(h.guard.from_client(answer), Outcome::default());
 }
+
+#[test]
+fn a_bare_carriage_return_cannot_smuggle_a_message() {
+    let h = harness(BLOCK_WRITES);
+    let line = b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\",\"params\":{\"x\":\r{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"write_file\"}}\r}}";
+    let out = h.guard.from_client(line);
+    assert_eq!(out.forward, Forward::Drop);
+    assert_eq!(reply_json(&out)["error"]["code"], codes::REFUSED);
+    assert!(lock(&h.guard.client_pending).is_empty());
+    // Nor can a server hide a tools/list result that way from a client that splits on \r.
+    let line = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"x\":\r{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[]}}\r}}";
+    assert_eq!(h.guard.from_server(line).forward, Forward::Drop);
+}

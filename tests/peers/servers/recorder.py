@@ -3,10 +3,11 @@
 
 The bypass tests use it to prove that no denied call ever arrived. It parses with Python's json
 module (a different parser from agentsh's, accepting NaN and lone surrogates, last duplicate key
-wins), answers requests with an empty result, and on start writes its environment to the log.
+wins) from stdin read in text mode like the Python SDK (a bare \r ends a line), answers requests with an empty result, and on start writes its environment to the log.
 
     recorder.py LOG_FILE
 """
+import io
 import json
 import os
 import sys
@@ -15,8 +16,11 @@ log_path = sys.argv[1]
 with open(log_path, "a", encoding="utf-8") as log:
     log.write(json.dumps({"env": sorted(os.environ)}) + "\n")
     log.flush()
-    for raw in sys.stdin.buffer:
-        log.write(json.dumps({"line": raw.decode("utf-8", "replace")}) + "\n")
+    # Text mode with universal newlines, as the Python MCP SDK reads stdin: "\r", "\n" and
+    # "\r\n" all end a line.
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    for raw in stdin:
+        log.write(json.dumps({"line": raw}) + "\n")
         log.flush()
         try:
             msg = json.loads(raw)
