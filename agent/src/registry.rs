@@ -42,9 +42,18 @@ impl Registry {
             .insert(tool.to_owned(), entry);
     }
 
-    /// What the policy needs to know about a call of `tool`.
+    /// What the policy needs to know about a call of `tool`. A name that is not listed but
+    /// folds (case, NFKC, surrounding space) onto a withheld tool is that tool: a server that
+    /// matches names loosely would run it.
     pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
-        match self.get(server, tool) {
+        let entry = self.get(server, tool).or_else(|| {
+            let folded = fold(tool);
+            self.tools.get(server)?.iter().find_map(|(name, entry)| {
+                let withheld = matches!(entry.state, ToolState::Withheld { .. });
+                (withheld && fold(name) == folded).then_some(entry)
+            })
+        });
+        match entry {
             None => ToolStatus::Unlisted,
             Some(Entry {
                 hash,
@@ -66,4 +75,12 @@ impl Registry {
             .into_iter()
             .flat_map(|tools| tools.iter().map(|(name, entry)| (name.as_str(), entry)))
     }
+}
+
+fn fold(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfkc()
+        .collect::<String>()
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .to_lowercase()
 }

@@ -68,6 +68,10 @@ pub fn evaluate(policy: &McpPolicy, detector: &Detector, tool: Listed) -> Option
     if policy.detection.enabled {
         check_detection(policy, detector, &tool, &mut decision);
     }
+    // A definition held back is never trusted: first sight pins only what the client may use.
+    if decision.state != ToolState::Trusted {
+        decision.pin_write = None;
+    }
     Some(decision)
 }
 

@@ -88,7 +88,6 @@ pub struct Guard {
     // Short-held locks: the two relay directions share one guard and must not wait on each
     // other's policy work, only on these map operations.
     client_pending: Mutex<HashMap<Id, Pending>>,
-    server_pending: Mutex<HashMap<Id, ()>>,
 }
 
 impl Guard {
@@ -110,7 +109,6 @@ impl Guard {
             },
             sink,
             client_pending: Mutex::default(),
-            server_pending: Mutex::default(),
         }
     }
 
@@ -492,10 +490,20 @@ impl Guard {
                 (forward, None)
             }
             Kind::ErrorResponse { id } => {
-                if let Some(id) = id {
-                    lock(&self.client_pending).remove(id);
-                }
-                (ServerForward::Original, None)
+                let pending = id
+                    .as_ref()
+                    .and_then(|id| lock(&self.client_pending).remove(id));
+                // Hosts show a failed call's error text to the model: it is output too.
+                let forward = match (id, pending) {
+                    (Some(id), Some(Pending::ToolsCall { tool })) => {
+                        self.check_content(id, message, &tool, "tools/call")
+                    }
+                    (Some(id), Some(Pending::Content { method })) => {
+                        self.check_content(id, message, "", method)
+                    }
+                    _ => ServerForward::Original,
+                };
+                (forward, None)
             }
             Kind::Request { id, method } => self.check_server_request(id, method),
             Kind::Notification { .. } => (ServerForward::Original, None),
@@ -551,10 +559,6 @@ impl Guard {
                 ServerForward::Drop,
                 Some(error_response(id, codes::BLOCKED, &text, None)),
             );
-        }
-        let mut server_pending = lock(&self.server_pending);
-        if server_pending.len() < MAX_PENDING {
-            server_pending.insert(id.clone(), ());
         }
         (ServerForward::Original, None)
     }
@@ -631,18 +635,19 @@ impl Guard {
         }
     }
 
-    /// Output inspection of a tools/call, resources/read or prompts/get result.
+    /// Output inspection of a tools/call, resources/read or prompts/get result, or of the
+    /// error that answered one.
     fn check_content(&self, id: &Id, message: &Message, tool: &str, method: &str) -> ServerForward {
         let inspection = &self.policy.mcp().output_inspection;
         if !inspection.enabled {
             return ServerForward::Original;
         }
-        let Some(result) = message.result() else {
+        let Some(output) = message.result().or_else(|| message.error()) else {
             return ServerForward::Original;
         };
         let findings: Vec<_> = self
             .detector
-            .scan_output(result)
+            .scan_output(output)
             .into_iter()
             .filter(|f| f.severity >= inspection.alert_threshold)
             .collect();
