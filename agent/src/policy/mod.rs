@@ -262,28 +262,30 @@ fn argument_rules(
     }
 }
 
-/// An argument value and its canonical form (when it differs).
+/// An argument value and the other spellings a server may act on.
 struct Form<'a> {
     raw: &'a str,
-    canonical: Option<String>,
+    forms: normalize::Forms,
 }
 
 impl<'a> Form<'a> {
     fn new(raw: &'a str) -> Self {
         Self {
             raw,
-            canonical: normalize::canonical(raw),
+            forms: normalize::forms(raw),
         }
     }
 
-    /// Block rules match either form; allow and audit rules judge the canonical form only, so a
-    /// raw match on `/project/../../etc` does not count as being inside /project.
+    /// Block rules match any spelling; allow and audit rules judge the canonical form only, so
+    /// a raw match on `/project/../../etc` does not count as being inside /project.
     fn matched_by(&self, pattern: &ArgPattern, block: bool) -> bool {
-        match &self.canonical {
-            Some(canon) if !block => pattern.matches(canon),
-            Some(canon) => pattern.matches(self.raw) || pattern.matches(canon),
-            None => pattern.matches(self.raw),
+        let canonical = self.forms.canonical.as_deref();
+        if !block {
+            return pattern.matches(canonical.unwrap_or(self.raw));
         }
+        pattern.matches(self.raw)
+            || canonical.is_some_and(|c| pattern.matches(c))
+            || self.forms.block_only.iter().any(|f| pattern.matches(f))
     }
 }
 
@@ -306,8 +308,9 @@ fn rule_arguments_match<'a>(
             .any(|form| form.matched_by(&arg.pattern, block)),
         ArgSelector::Path(keys) => {
             let mut scalars = Vec::new();
-            if let Some(value) = lookup(arguments, keys) {
-                collect_scalars(value, &mut scalars);
+            for value in lookup(arguments, keys, block) {
+                // Block rules also look inside an object where a value was expected.
+                collect_scalars(value, block, &mut scalars);
             }
             scalars
                 .iter()
@@ -316,13 +319,31 @@ fn rule_arguments_match<'a>(
     })
 }
 
-fn lookup<'a>(arguments: &'a Map<String, Value>, keys: &[String]) -> Option<&'a Value> {
-    let (first, rest) = keys.split_first()?;
-    let mut value = arguments.get(first)?;
+/// The values at `keys`. With `loose`, keys also match case-insensitively: some servers (Go's
+/// encoding/json among them) read `Path` or `PATH` as `path`.
+fn lookup<'a>(arguments: &'a Map<String, Value>, keys: &[String], loose: bool) -> Vec<&'a Value> {
+    let mut level: Vec<&'a Value> = Vec::new();
+    let Some((first, rest)) = keys.split_first() else {
+        return level;
+    };
+    let pick = |map: &'a Map<String, Value>, key: &str, out: &mut Vec<&'a Value>| {
+        for (k, v) in map {
+            if k == key || (loose && k.eq_ignore_ascii_case(key)) {
+                out.push(v);
+            }
+        }
+    };
+    pick(arguments, first, &mut level);
     for key in rest {
-        value = value.as_object()?.get(key)?;
+        let mut next = Vec::new();
+        for value in level {
+            if let Some(map) = value.as_object() {
+                pick(map, key, &mut next);
+            }
+        }
+        level = next;
     }
-    Some(value)
+    level
 }
 
 /// Every string anywhere under `value`.
@@ -335,14 +356,29 @@ fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     }
 }
 
-/// A selected argument: a string, a number or bool as its JSON text (`mode: 4755`), or the
-/// scalars of an array.
-fn collect_scalars<'a>(value: &'a Value, out: &mut Vec<std::borrow::Cow<'a, str>>) {
+/// A selected argument: a string; a number as its JSON text and, when it is integral, as an
+/// integer too (`4755.0` and `4.755e3` are 4755 to JavaScript and to lax validators); a bool
+/// as its text; the scalars of an array; with `deep`, every string inside an object.
+fn collect_scalars<'a>(value: &'a Value, deep: bool, out: &mut Vec<std::borrow::Cow<'a, str>>) {
     match value {
         Value::String(s) => out.push(s.as_str().into()),
-        Value::Number(n) => out.push(n.to_string().into()),
+        Value::Number(n) => {
+            out.push(n.to_string().into());
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+                && f.fract() == 0.0
+                && f.abs() < 9_007_199_254_740_992.0
+            {
+                // Exact: |f| < 2^53 and integral.
+                out.push(format!("{}", f as i64).into());
+            }
+        }
         Value::Bool(b) => out.push(b.to_string().into()),
-        Value::Array(items) => items.iter().for_each(|v| collect_scalars(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| collect_scalars(v, deep, out)),
+        Value::Object(map) if deep => {
+            let mut strings = Vec::new();
+            map.values().for_each(|v| collect_strings(v, &mut strings));
+            out.extend(strings.into_iter().map(std::borrow::Cow::Borrowed));
+        }
         Value::Object(_) | Value::Null => {}
     }
 }

@@ -1,37 +1,129 @@
 //! Canonical forms of argument values, so a rule written for `/home/*/.ssh/**` or
-//! `http://169.254.169.254/**` also catches `/home/u/project/../../u/.ssh/id`, `//etc///passwd/`
-//! and `http://user@0xA9FEA9FE/`.
+//! `http://169.254.169.254/**` also catches `/home/u/project/../../u/.ssh/id`, `//etc///passwd/`,
+//! `FILE:///%65tc/passwd` and `http://%31%36%39.254.169.254\latest`.
+//!
+//! URLs are read the way servers read them: with a WHATWG URL parser (the `url` crate follows
+//! the same standard as Node's `URL` and undici's `fetch`), so tabs, backslashes, missing
+//! slashes, percent-encoded or fullwidth hosts and numeric IPv4 forms all resolve to the host
+//! the server would connect to.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// The canonical form of a value, when it has one that differs from the value.
-pub fn canonical(value: &str) -> Option<String> {
-    // Plain words (no path or URL syntax) have no other form: skip the work.
-    if !value.contains(['/', '~', ':']) {
-        return None;
-    }
-    let trimmed = value.trim();
-    let normal = if let Some(path) = trimmed.strip_prefix("file://") {
-        Some(normalize_path(
-            path.strip_prefix("localhost").unwrap_or(path),
-        ))
-    } else if looks_like_url(trimmed) {
-        normalize_url(trimmed)
-    } else if trimmed.contains('/') || trimmed.starts_with('~') {
-        Some(normalize_path(trimmed))
-    } else {
-        None
-    };
-    normal.filter(|n| n != value)
+use url::{Host, Url};
+
+/// The spellings of one argument value that rules are matched against.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Forms {
+    /// The value as a server most likely acts on it, when that differs from the raw value.
+    /// Allow and audit rules judge only this (or the raw value when it is `None`).
+    pub canonical: Option<String>,
+    /// Further spellings that only block rules try: a trailing-slash variant, a `/proc/self/root`
+    /// alias removed, a relative `..` path anchored at `/`.
+    pub block_only: Vec<String>,
 }
 
-fn looks_like_url(s: &str) -> bool {
-    match s.find("://") {
-        Some(i) if i > 0 => s[..i]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.'),
-        _ => false,
+/// The forms of `value`. Plain words (no path or URL syntax) have none: nothing to compute.
+pub fn forms(value: &str) -> Forms {
+    if !value.contains(['/', '\\', '~', ':', '%']) {
+        return Forms::default();
     }
+    let mut forms = Forms::default();
+    let canonical = match url_of(value) {
+        Some(url) if url.scheme() == "file" => url
+            .to_file_path()
+            .ok()
+            .and_then(|p| p.to_str().map(normalize_path)),
+        Some(url) => Some(canonical_url(&url)),
+        None if value.contains('/') || value.starts_with('~') => Some(normalize_path(value.trim())),
+        None => None,
+    };
+    if let Some(canonical) = canonical {
+        for extra in block_variants(&canonical) {
+            if extra != value && extra != canonical && !forms.block_only.contains(&extra) {
+                forms.block_only.push(extra);
+            }
+        }
+        if canonical != value {
+            forms.canonical = Some(canonical);
+        }
+    }
+    forms
+}
+
+/// A value that a WHATWG parser reads as a URL with a special scheme (http, https, ws, wss,
+/// ftp) or `file`. Anything else (`mailto:`, `C:/x`, plain text) is not a URL here.
+fn url_of(value: &str) -> Option<Url> {
+    let url = Url::parse(value).ok()?;
+    match url.scheme() {
+        "http" | "https" | "ws" | "wss" | "ftp" => url.host().is_some().then_some(url),
+        "file" => Some(url),
+        _ => None,
+    }
+}
+
+/// scheme://host[:port]/path[?query]: no userinfo, no fragment, default ports dropped (the
+/// parser does that), IPv4-mapped and NAT64 IPv6 hosts written as the IPv4 address they reach.
+fn canonical_url(url: &Url) -> String {
+    let host = match url.host() {
+        Some(Host::Ipv6(v6)) => match embedded_ipv4(v6) {
+            Some(v4) => v4.to_string(),
+            None => format!("[{v6}]"),
+        },
+        Some(Host::Ipv4(v4)) => v4.to_string(),
+        Some(Host::Domain(d)) => d.trim_end_matches('.').to_owned(),
+        None => String::new(),
+    };
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{}://{host}{port}{}{query}", url.scheme(), url.path())
+}
+
+/// `::ffff:a.b.c.d` and `64:ff9b::a.b.c.d` reach the IPv4 address they embed.
+fn embedded_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        let [a, b] = s[6].to_be_bytes();
+        let [c, d] = s[7].to_be_bytes();
+        return Some(Ipv4Addr::new(a, b, c, d));
+    }
+    None
+}
+
+/// Spellings of a canonical value that reach the same place.
+fn block_variants(canonical: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if canonical.contains("://") {
+        // `http://h/` and `http://h` name the same resource; patterns are written either way.
+        match canonical.strip_suffix('/') {
+            Some(bare) if !bare.ends_with(':') && !bare.ends_with('/') => out.push(bare.to_owned()),
+            _ if !canonical.contains('?') => out.push(format!("{canonical}/")),
+            _ => {}
+        }
+        return out;
+    }
+    if let Some(rest) = strip_proc_root(canonical) {
+        out.push(rest);
+    }
+    // `../../../etc/x` escapes the server's working directory; wherever that is, enough `..`
+    // reach `/`, so block rules also see the path anchored there.
+    if canonical.starts_with("../") {
+        let anchored = canonical.trim_start_matches("../");
+        out.push(normalize_path(&format!("/{anchored}")));
+    }
+    out
+}
+
+/// `/proc/self/root/etc/x` (also `thread-self` and numeric pids) is `/etc/x`.
+fn strip_proc_root(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/proc/")?;
+    let (pid, rest) = rest.split_once('/')?;
+    let pid_ok = pid == "self" || pid == "thread-self" || pid.bytes().all(|b| b.is_ascii_digit());
+    let rest = rest.strip_prefix("root")?;
+    (pid_ok && (rest.is_empty() || rest.starts_with('/')))
+        .then(|| normalize_path(if rest.is_empty() { "/" } else { rest }))
 }
 
 /// Lexical clean, as Go's `filepath.Clean`: one slash between components, no `.`, `..` folded
@@ -60,105 +152,18 @@ pub fn normalize_path(path: &str) -> String {
     }
 }
 
-/// scheme and host lowercased, userinfo and default ports dropped, numeric IPv4 hosts in
-/// dotted form, a trailing dot removed from the host, the path cleaned.
-pub fn normalize_url(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let hostport = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hostport)| hostport);
-    let (host, port) = split_port(hostport);
-    let mut host = host.to_ascii_lowercase();
-    while host.ends_with('.') {
-        host.pop();
-    }
-    if let Some(ip) = parse_ipv4_loose(&host) {
-        host = ip.to_string();
-    }
-    let port = match (scheme.as_str(), port) {
-        ("http", Some("80")) | ("https", Some("443")) => None,
-        (_, port) => port,
-    };
-    let (path, query) = match tail.find(['?', '#']) {
-        Some(i) => tail.split_at(i),
-        None => (tail, ""),
-    };
-    let path = if path.is_empty() {
-        String::new()
-    } else {
-        let clean = normalize_path(path);
-        if path.ends_with('/') && clean != "/" {
-            format!("{clean}/")
-        } else {
-            clean
-        }
-    };
-    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
-    Some(format!("{scheme}://{host}{port}{path}{query}"))
-}
-
-fn split_port(hostport: &str) -> (&str, Option<&str>) {
-    if hostport.starts_with('[') {
-        // [v6]:port
-        return match hostport.find(']') {
-            Some(i) => {
-                let port = hostport[i + 1..].strip_prefix(':');
-                (&hostport[..=i], port)
-            }
-            None => (hostport, None),
-        };
-    }
-    match hostport.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => (host, Some(port)),
-        _ => (hostport, None),
-    }
-}
-
-/// IPv4 in the forms `inet_aton` accepts: `a.b.c.d`, `a.b.c`, `a.b`, `a`, each part decimal,
-/// `0x` hex or `0` octal. Browsers and HTTP clients resolve these to the same address.
-fn parse_ipv4_loose(host: &str) -> Option<Ipv4Addr> {
-    if host.is_empty()
-        || !host
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b'x' || b == b'X')
-    {
-        return None;
-    }
-    let parts: Vec<u64> = host
-        .split('.')
-        .map(parse_part)
-        .collect::<Option<Vec<_>>>()?;
-    let value = match parts.as_slice() {
-        [a] => *a,
-        [a, b] if *a < 256 && *b < (1 << 24) => (a << 24) | b,
-        [a, b, c] if *a < 256 && *b < 256 && *c < (1 << 16) => (a << 24) | (b << 16) | c,
-        [a, b, c, d] if [a, b, c, d].iter().all(|p| **p < 256) => {
-            (a << 24) | (b << 16) | (c << 8) | d
-        }
-        _ => return None,
-    };
-    u32::try_from(value).ok().map(Ipv4Addr::from)
-}
-
-fn parse_part(part: &str) -> Option<u64> {
-    if part.is_empty() {
-        return None;
-    }
-    if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
-        return u64::from_str_radix(hex, 16).ok();
-    }
-    if part.len() > 1 && part.starts_with('0') {
-        return u64::from_str_radix(&part[1..], 8).ok();
-    }
-    part.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn canonical(value: &str) -> Option<String> {
+        forms(value).canonical
+    }
+
+    fn all(value: &str) -> Vec<String> {
+        let f = forms(value);
+        f.canonical.into_iter().chain(f.block_only).collect()
+    }
 
     #[test]
     fn paths_are_cleaned() {
@@ -174,37 +179,63 @@ mod tests {
     }
 
     #[test]
-    fn urls_are_canonical() {
+    fn urls_resolve_to_the_host_a_server_would_reach() {
+        let metadata = "http://169.254.169.254/latest";
+        for spelling in [
+            "HTTP://User:pw@0xA9FEA9FE:80/latest",
+            "http://2852039166/latest",
+            "http://0251.0376.0251.0376/latest",
+            "http://%31%36%39.254.169.254/latest",
+            "http://\u{ff11}\u{ff16}\u{ff19}\u{3002}\u{ff12}\u{ff15}\u{ff14}\u{3002}\u{ff11}\u{ff16}\u{ff19}\u{3002}\u{ff12}\u{ff15}\u{ff14}/latest",
+            "http://169.254.169.254\\latest",
+            "http:169.254.169.254/latest",
+            "http:/169.254.169.254/latest",
+            "http://[::ffff:169.254.169.254]/latest",
+            "http://[::ffff:a9fe:a9fe]/latest",
+            "http://169.254.16\t9.254/latest",
+            "\u{1}http://169.254.169.254/latest",
+            "http://169.254.169.254/x/../latest#frag",
+        ] {
+            assert_eq!(
+                canonical(spelling).as_deref(),
+                Some(metadata),
+                "{spelling:?}"
+            );
+        }
         assert_eq!(
-            normalize_url("HTTP://User:pw@0xA9FEA9FE:80/latest/../latest/meta-data/").unwrap(),
-            "http://169.254.169.254/latest/meta-data/"
+            canonical("http://metadata.google.internal./computeMetadata/v1/").as_deref(),
+            Some("http://metadata.google.internal/computeMetadata/v1/")
         );
-        assert_eq!(
-            normalize_url("http://2852039166/x").unwrap(),
-            "http://169.254.169.254/x"
-        );
-        assert_eq!(
-            normalize_url("http://metadata.google.internal./computeMetadata/v1/").unwrap(),
-            "http://metadata.google.internal/computeMetadata/v1/"
-        );
-        assert_eq!(
-            normalize_url("https://[::1]:8443/a?b=../c").unwrap(),
-            "https://[::1]:8443/a?b=../c"
-        );
-        assert_eq!(
-            normalize_url("http://0251.0376.0251.0376").unwrap(),
-            "http://169.254.169.254"
-        );
+        // The raw value is always tried; the other slash spelling is added for block rules.
+        assert!(all("http://169.254.169.254/").contains(&"http://169.254.169.254".to_owned()));
+        assert!(all("http://169.254.169.254").contains(&"http://169.254.169.254/".to_owned()));
+        assert_eq!(canonical("mailto:someone@example.com"), None);
     }
 
     #[test]
-    fn canonical_skips_plain_words_and_identical_forms() {
-        assert_eq!(canonical("hello"), None);
+    fn file_urls_and_path_aliases() {
+        for spelling in [
+            "file:/etc/cron.d/x",
+            "FILE:///etc/cron.d/x",
+            "file://LOCALHOST/etc/cron.d/x",
+            "file:///%65tc/cron.d/x",
+            "file:///etc/./cron.d//x",
+        ] {
+            assert_eq!(
+                canonical(spelling).as_deref(),
+                Some("/etc/cron.d/x"),
+                "{spelling:?}"
+            );
+        }
+        assert_eq!(
+            canonical("file:///home/u/%2essh/id_rsa").as_deref(),
+            Some("/home/u/.ssh/id_rsa")
+        );
+        assert!(all("/proc/self/root/etc/cron.d/x").contains(&"/etc/cron.d/x".to_owned()));
+        assert!(all("/proc/1/root").contains(&"/".to_owned()));
+        assert!(all("../../../../etc/cron.d/x").contains(&"/etc/cron.d/x".to_owned()));
+        assert_eq!(forms("hello"), Forms::default());
         assert_eq!(canonical("/etc/passwd"), None);
         assert_eq!(canonical("/etc//passwd").as_deref(), Some("/etc/passwd"));
-        assert_eq!(
-            canonical("file:///root/.ssh/id_rsa").as_deref(),
-            Some("/root/.ssh/id_rsa")
-        );
     }
 }

@@ -250,3 +250,52 @@ sandbox:
     let args = json!({"target": "/etc/shadow"});
     assert!(!decide_call(p.mcp(), &call("s", "call", &args, ToolStatus::Unlisted)).blocks());
 }
+
+#[test]
+fn spellings_servers_accept_do_not_dodge_block_rules() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: meta, match: {tool_name: "*", argument_patterns: {"*": "http{,s}://169.254.169.254{,/**}"}}, decision: block}
+      - {id: etc, match: {tool_name: "*", argument_patterns: {path: "/etc{,/**}"}}, decision: block}
+      - {id: ssh, match: {tool_name: "*", argument_patterns: {"*": "**/.ssh{,/**}"}}, decision: block}
+      - {id: suid, match: {tool_name: chmod, argument_patterns: {mode: "4755"}}, decision: block}
+"#,
+    );
+    let blocked = |args: Value| {
+        decide_call(p.mcp(), &call("s", "chmod", &args, ToolStatus::Unlisted)).blocks()
+    };
+    for url in [
+        "http://%31%36%39.254.169.254/latest/meta-data/",
+        "http://169.254.169.254\\latest\\meta-data",
+        "http:169.254.169.254/latest",
+        "http://[::ffff:a9fe:a9fe]/",
+        "http://169.254.16\t9.254/latest",
+        "http://169.254.169.254",
+    ] {
+        assert!(blocked(json!({ "url": url })), "{url:?} passed");
+    }
+    for path in [
+        "file:/etc/cron.d/x",
+        "FILE:///etc/cron.d/x",
+        "file:///%65tc/cron.d/x",
+        "/proc/self/root/etc/cron.d/x",
+        "../../../../../../etc/cron.d/x",
+    ] {
+        assert!(blocked(json!({ "path": path })), "{path:?} passed");
+        assert!(blocked(json!({ "Path": path })), "Path: {path:?} passed");
+        assert!(
+            blocked(json!({ "path": {"p": path} })),
+            "nested {path:?} passed"
+        );
+    }
+    assert!(blocked(json!({"x": "file:///home/u/%2essh/id_rsa"})));
+    for mode in [json!(4755), json!(4755.0), json!(4.755e3), json!("4755")] {
+        assert!(blocked(json!({ "mode": mode })), "{mode} passed");
+    }
+    assert!(!blocked(
+        json!({"mode": 755.0, "path": "/home/u/etc/x", "url": "https://example.com/169.254.169.254"})
+    ));
+}
