@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::mcp::ToolHash;
-use crate::policy::ToolStatus;
+use crate::policy::{ToolStatus, fold_name};
 
 /// Whether a listed tool may be called.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,10 +47,10 @@ impl Registry {
     /// matches names loosely would run it.
     pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
         let entry = self.get(server, tool).or_else(|| {
-            let folded = fold(tool);
+            let folded = fold_name(tool);
             self.tools.get(server)?.iter().find_map(|(name, entry)| {
                 let withheld = matches!(entry.state, ToolState::Withheld { .. });
-                (withheld && fold(name) == folded).then_some(entry)
+                (withheld && fold_name(name) == folded).then_some(entry)
             })
         });
         match entry {
@@ -67,20 +67,4 @@ impl Registry {
             }) => ToolStatus::Withheld { hash, rule, reason },
         }
     }
-
-    /// Every tool of `server`, by name.
-    pub fn tools(&self, server: &str) -> impl Iterator<Item = (&str, &Entry)> {
-        self.tools
-            .get(server)
-            .into_iter()
-            .flat_map(|tools| tools.iter().map(|(name, entry)| (name.as_str(), entry)))
-    }
-}
-
-fn fold(name: &str) -> String {
-    use unicode_normalization::UnicodeNormalization;
-    name.nfkc()
-        .collect::<String>()
-        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
-        .to_lowercase()
 }

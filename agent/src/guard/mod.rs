@@ -141,10 +141,7 @@ impl Guard {
         if let Some(reason) = split_hazard(line) {
             self.record(self.refused(reason, "client"));
             let text = format!("agentsh: refused: {reason}");
-            let reply = match recover_id(line) {
-                Some(id) => error_response(&id, codes::REFUSED, &text, None),
-                None => error_response_null_id(codes::REFUSED, &text, None),
-            };
+            let reply = error_reply(recover_id(line).as_ref(), codes::REFUSED, &text);
             return Outcome {
                 forward: Forward::Drop,
                 reply,
@@ -156,10 +153,7 @@ impl Guard {
                 let reason = format!("unparseable message refused: {err}");
                 self.record(self.refused(reason.clone(), "client"));
                 let text = format!("agentsh: {reason}");
-                let reply = match recover_id(line) {
-                    Some(id) => error_response(&id, codes::PARSE_ERROR, &text, None),
-                    None => error_response_null_id(codes::PARSE_ERROR, &text, None),
-                };
+                let reply = error_reply(recover_id(line).as_ref(), codes::PARSE_ERROR, &text);
                 return Outcome {
                     forward: Forward::Drop,
                     reply,
@@ -256,10 +250,11 @@ impl Guard {
                     let text = format!("agentsh: refused invalid message: {reason}");
                     self.record(self.refused(text.clone(), "client"));
                     let id = message.value().get("id").and_then(Id::from_value);
-                    return ClientCheck::Refuse(Some(match id {
-                        Some(id) => error_response(&id, codes::INVALID_REQUEST, &text, None),
-                        None => error_response_null_id(codes::INVALID_REQUEST, &text, None),
-                    }));
+                    return ClientCheck::Refuse(Some(error_reply(
+                        id.as_ref(),
+                        codes::INVALID_REQUEST,
+                        &text,
+                    )));
                 }
                 ClientCheck::Forward(None)
             }
@@ -386,10 +381,7 @@ impl Guard {
             self.policy.mcp().max_message_bytes
         );
         self.record(self.refused(text.clone(), "client"));
-        let reply = match id_hint {
-            Some(id) => error_response(id, codes::REFUSED, &text, None),
-            None => error_response_null_id(codes::REFUSED, &text, None),
-        };
+        let reply = error_reply(id_hint, codes::REFUSED, &text);
         Outcome {
             forward: Forward::Drop,
             reply,
@@ -765,6 +757,14 @@ enum ServerForward {
     Original,
     Replaced(Vec<u8>),
     Drop,
+}
+
+/// An error for the request `id`, or with a null id when the request's id is unknown.
+fn error_reply(id: Option<&Id>, code: i64, text: &str) -> Vec<u8> {
+    match id {
+        Some(id) => error_response(id, code, text, None),
+        None => error_response_null_id(code, text, None),
+    }
 }
 
 /// The id of a message we refused to parse, so the client's request gets its answer: the

@@ -395,8 +395,18 @@ fn hash_hex(hash: &ToolHash) -> String {
 /// The name as sent, and its NFKC-lowercased, trimmed form when different: servers that
 /// match names loosely must not let `Execute_Command` past a block of `execute_command`.
 fn name_forms(name: &str) -> Vec<String> {
+    let folded = fold_name(name);
+    if folded == name {
+        vec![name.to_owned()]
+    } else {
+        vec![name.to_owned(), folded]
+    }
+}
+
+/// A name as a loose matcher reads it: NFKC, lowercase, no surrounding whitespace or NULs.
+pub fn fold_name(name: &str) -> String {
     let trim = |c: char| c.is_whitespace() || c == '\0';
-    let folded = if name.is_ascii() {
+    if name.is_ascii() {
         // NFKC is the identity on ASCII.
         name.trim_matches(trim).to_ascii_lowercase()
     } else {
@@ -404,11 +414,6 @@ fn name_forms(name: &str) -> Vec<String> {
             .collect::<String>()
             .trim_matches(trim)
             .to_lowercase()
-    };
-    if folded == name {
-        vec![name.to_owned()]
-    } else {
-        vec![name.to_owned(), folded]
     }
 }
 
