@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use agentsh::guard::{Forward, Guard, Outcome};
 use agentsh::mcp::message::error_response;
-use agentsh::mcp::{BlockingFrameReader, Frame, FrameItem, Kind, parse};
+use agentsh::mcp::{Frame, FrameItem, FrameReader, Kind, parse};
 use anyhow::{Context as _, Result};
 
 type Sink<W> = Arc<Mutex<Option<BufWriter<W>>>>;
@@ -46,7 +46,7 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
         std::thread::Builder::new()
             .name("client-to-server".into())
             .spawn(move || {
-                let mut reader = BlockingFrameReader::new(client_in, max_message_bytes);
+                let mut reader = FrameReader::new(client_in, max_message_bytes);
                 loop {
                     let (outcome, line) = match reader.next_frame() {
                         Ok(Some(FrameItem::Line(line))) => {
@@ -76,7 +76,7 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
             .context("starting the relay thread")?;
     }
 
-    let mut reader = BlockingFrameReader::new(server_out, max_message_bytes);
+    let mut reader = FrameReader::new(server_out, max_message_bytes);
     loop {
         let (outcome, line) = match reader.next_frame() {
             Ok(Some(FrameItem::Line(line))) => {
@@ -174,7 +174,7 @@ pub fn refuse_all(message: &str) {
     let Ok(stdin) = own_fd(std::io::stdin().as_fd()) else {
         return;
     };
-    let mut reader = BlockingFrameReader::new(stdin, 1 << 20);
+    let mut reader = FrameReader::new(stdin, 1 << 20);
     let mut stdout = std::io::stdout().lock();
     while let Ok(Some(item)) = reader.next_frame() {
         let FrameItem::Line(line) = item else {

@@ -16,7 +16,6 @@ use std::io;
 use std::sync::LazyLock;
 
 use regex::bytes::Regex;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::jsonrpc::Id;
 
@@ -117,8 +116,7 @@ pub enum FrameItem {
     },
 }
 
-/// The line-splitting state shared by the async and the blocking reader: it is fed the bytes a
-/// buffered reader has available and says how many to consume and what, if anything, to yield.
+/// The line-splitting state of the reader: it is fed the bytes a buffered reader has available and says how many to consume and what, if anything, to yield.
 #[derive(Debug)]
 struct Splitter {
     max_len: usize,
@@ -200,14 +198,15 @@ impl Splitter {
     }
 }
 
-/// Async line reader with a size bound. See the module documentation.
+/// Line reader with a size bound over blocking I/O, for relays that run one thread per
+/// direction (no hand-off between reading a message and forwarding it). See the module docs.
 #[derive(Debug)]
 pub struct FrameReader<R> {
-    inner: BufReader<R>,
+    inner: std::io::BufReader<R>,
     splitter: Splitter,
 }
 
-impl<R: AsyncRead + Unpin> FrameReader<R> {
+impl<R: std::io::Read> FrameReader<R> {
     /// A reader that yields lines of at most `max_len` content bytes.
     pub fn new(reader: R, max_len: usize) -> Self {
         Self::with_capacity(READ_BUF, reader, max_len)
@@ -216,55 +215,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// As [`new`](Self::new) with a given read buffer size.
     pub fn with_capacity(capacity: usize, reader: R, max_len: usize) -> Self {
         Self {
-            inner: BufReader::with_capacity(capacity.max(1), reader),
+            inner: std::io::BufReader::with_capacity(capacity.max(1), reader),
             splitter: Splitter::new(max_len),
         }
     }
 
     pub fn max_len(&self) -> usize {
         self.splitter.max_len
-    }
-
-    pub fn get_ref(&self) -> &R {
-        self.inner.get_ref()
-    }
-
-    /// The next line, `Ok(None)` at end of stream.
-    ///
-    /// Cancel safe: a partial line stays buffered in the reader if the future is dropped.
-    pub async fn next_frame(&mut self) -> Result<Option<FrameItem>, FramingError> {
-        loop {
-            let available = match self.inner.fill_buf().await {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
-            };
-            if available.is_empty() {
-                return Ok(self.splitter.finish());
-            }
-            let (consumed, item) = self.splitter.feed(available);
-            self.inner.consume(consumed);
-            if item.is_some() {
-                return Ok(item);
-            }
-        }
-    }
-}
-
-/// The same reader over blocking I/O, for relays that run one thread per direction (no task
-/// hand-off between reading a message and forwarding it).
-#[derive(Debug)]
-pub struct BlockingFrameReader<R> {
-    inner: std::io::BufReader<R>,
-    splitter: Splitter,
-}
-
-impl<R: std::io::Read> BlockingFrameReader<R> {
-    pub fn new(reader: R, max_len: usize) -> Self {
-        Self {
-            inner: std::io::BufReader::with_capacity(READ_BUF, reader),
-            splitter: Splitter::new(max_len),
-        }
     }
 
     /// The next line, `Ok(None)` at end of stream.
@@ -324,48 +281,13 @@ pub fn id_hint(prefix: &[u8]) -> Option<Id> {
     Id::from_value(&value)
 }
 
-/// Writes whole frames and flushes after each call, so a forwarded message is never held back.
-#[derive(Debug)]
-pub struct FrameWriter<W> {
-    inner: W,
-}
-
-impl<W: AsyncWrite + Unpin> FrameWriter<W> {
-    pub fn new(writer: W) -> Self {
-        Self { inner: writer }
-    }
-
-    /// Writes `bytes` exactly as given (a [`Line::raw`] or a reply line) and flushes.
-    pub async fn write_frame(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_all(bytes).await?;
-        self.inner.flush().await
-    }
-
-    /// Writes several frames back to back, then flushes once.
-    pub async fn write_frames(&mut self, frames: &[&[u8]]) -> io::Result<()> {
-        for f in frames {
-            self.inner.write_all(f).await?;
-        }
-        self.inner.flush().await
-    }
-
-    pub fn get_ref(&self) -> &W {
-        &self.inner
-    }
-
-    pub fn into_inner(self) -> W {
-        self.inner
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-    use tokio::io::ReadBuf;
+    use std::io::Read;
 
-    /// Yields its data in chunks of at most `chunk` bytes, returning Pending between chunks.
+    /// Yields its data in chunks of at most `chunk` bytes, failing with `Interrupted` between
+    /// chunks (a signal during a read), which the reader must retry.
     struct Trickle {
         data: Vec<u8>,
         pos: usize,
@@ -384,33 +306,24 @@ mod tests {
         }
     }
 
-    impl AsyncRead for Trickle {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &mut ReadBuf<'_>,
-        ) -> Poll<io::Result<()>> {
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.toggle = !self.toggle;
             if self.toggle {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+                return Err(io::ErrorKind::Interrupted.into());
             }
-            let n = self
-                .chunk
-                .min(self.data.len() - self.pos)
-                .min(buf.remaining());
-            let start = self.pos;
-            buf.put_slice(&self.data[start..start + n]);
+            let n = self.chunk.min(self.data.len() - self.pos).min(buf.len());
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
             self.pos += n;
-            Poll::Ready(Ok(()))
+            Ok(n)
         }
     }
 
-    async fn collect(data: &[u8], chunk: usize, max: usize) -> Vec<FrameItem> {
+    fn collect(data: &[u8], chunk: usize, max: usize) -> Vec<FrameItem> {
         // A tiny read buffer as well, so lines span many fills.
         let mut r = FrameReader::with_capacity(chunk.max(1), Trickle::new(data, chunk), max);
         let mut out = Vec::new();
-        while let Some(item) = r.next_frame().await.expect("no io error") {
+        while let Some(item) = r.next_frame().expect("no io error") {
             out.push(item);
         }
         out
@@ -420,18 +333,18 @@ mod tests {
         FrameItem::Line(Line::new(bytes.to_vec()))
     }
 
-    async fn all_chunkings(data: &[u8], max: usize) -> Vec<FrameItem> {
-        let reference = collect(data, 4096, max).await;
+    fn all_chunkings(data: &[u8], max: usize) -> Vec<FrameItem> {
+        let reference = collect(data, 4096, max);
         for chunk in [1, 2, 3, 5, 7, 16] {
-            assert_eq!(collect(data, chunk, max).await, reference, "chunk {chunk}");
+            assert_eq!(collect(data, chunk, max), reference, "chunk {chunk}");
         }
         reference
     }
 
-    #[tokio::test]
-    async fn splits_lines_exactly() {
+    #[test]
+    fn splits_lines_exactly() {
         let data = b"{\"a\":1}\n\n{\"b\":2}\r\n  \nlast";
-        let items = all_chunkings(data, 1024).await;
+        let items = all_chunkings(data, 1024);
         assert_eq!(
             items,
             vec![
@@ -468,31 +381,31 @@ mod tests {
         assert_eq!(joined, data);
     }
 
-    #[tokio::test]
-    async fn empty_stream_and_lone_newline() {
-        assert!(all_chunkings(b"", 10).await.is_empty());
-        assert_eq!(all_chunkings(b"\n", 10).await, vec![line(b"\n")]);
+    #[test]
+    fn empty_stream_and_lone_newline() {
+        assert!(all_chunkings(b"", 10).is_empty());
+        assert_eq!(all_chunkings(b"\n", 10), vec![line(b"\n")]);
     }
 
-    #[tokio::test]
-    async fn bound_is_on_content() {
+    #[test]
+    fn bound_is_on_content() {
         // Exactly max content bytes passes; CR counts as content.
-        assert_eq!(all_chunkings(b"12345\n", 5).await, vec![line(b"12345\n")]);
-        let items = all_chunkings(b"1234\r\n", 5).await;
+        assert_eq!(all_chunkings(b"12345\n", 5), vec![line(b"12345\n")]);
+        let items = all_chunkings(b"1234\r\n", 5);
         assert_eq!(items, vec![line(b"1234\r\n")]);
-        let items = all_chunkings(b"12345\r\n", 5).await;
+        let items = all_chunkings(b"12345\r\n", 5);
         assert!(matches!(items[..], [FrameItem::Oversize { .. }]));
     }
 
-    #[tokio::test]
-    async fn oversize_then_normal_lines() {
+    #[test]
+    fn oversize_then_normal_lines() {
         let big = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":\"req-7\",\"method\":\"tools/call\",\"params\":{{\"x\":\"{}\"}}}}\n",
             "A".repeat(5000)
         );
         let data = [big.as_bytes(), b"{\"ok\":1}\n", big.as_bytes(), b"\n"].concat();
         for chunk in [1, 3, 64, 100_000] {
-            let items = collect(&data, chunk, 100).await;
+            let items = collect(&data, chunk, 100);
             assert_eq!(items.len(), 4, "chunk {chunk}: {items:?}");
             let FrameItem::Oversize {
                 len_so_far,
@@ -508,18 +421,18 @@ mod tests {
             assert_eq!(items[3], line(b"\n"));
         }
         // Whole line in one read: the full length is known.
-        let items = collect(&data, 100_000, 100).await;
+        let items = collect(&data, 100_000, 100);
         let FrameItem::Oversize { len_so_far, .. } = items[0] else {
             panic!("oversize expected")
         };
         assert_eq!(len_so_far, big.len() - 1);
     }
 
-    #[tokio::test]
-    async fn oversize_at_eof() {
+    #[test]
+    fn oversize_at_eof() {
         let data = b"{\"id\": 42, \"method\": \"x\", \"params\": \"0123456789abcdef\"}";
         for chunk in [1, 4, 1000] {
-            let items = collect(data, chunk, 10).await;
+            let items = collect(data, chunk, 10);
             assert_eq!(items.len(), 1, "chunk {chunk}");
             assert!(matches!(
                 &items[0],
@@ -527,7 +440,7 @@ mod tests {
             ));
         }
         // A short tail after an oversize line that reaches EOF is not reported again.
-        let items = collect(b"0123456789ABCDEF", 3, 10).await;
+        let items = collect(b"0123456789ABCDEF", 3, 10);
         assert_eq!(items.len(), 1);
     }
 
@@ -550,8 +463,8 @@ mod tests {
     }
 
     /// The reader agrees with a naive splitter on random inputs and random chunkings.
-    #[tokio::test]
-    async fn matches_reference_on_random_input() {
+    #[test]
+    fn matches_reference_on_random_input() {
         #[derive(Debug, PartialEq)]
         enum Norm {
             Line(Vec<u8>),
@@ -593,7 +506,6 @@ mod tests {
             let max = (next() % 24) as usize;
             let chunk = 1 + (next() % 9) as usize;
             let got: Vec<Norm> = collect(&data, chunk, max)
-                .await
                 .into_iter()
                 .map(|item| match item {
                     FrameItem::Line(l) => Norm::Line(l.into_bytes()),
@@ -609,13 +521,5 @@ mod tests {
                 "max {max} chunk {chunk} {data:?}"
             );
         }
-    }
-
-    #[tokio::test]
-    async fn writer_writes_exact_bytes() {
-        let mut w = FrameWriter::new(Vec::new());
-        w.write_frame(b"{\"a\":1}\r\n").await.expect("write");
-        w.write_frames(&[b"x\n", b"y\n"]).await.expect("write");
-        assert_eq!(w.into_inner(), b"{\"a\":1}\r\nx\ny\n");
     }
 }

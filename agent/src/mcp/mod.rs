@@ -2,8 +2,8 @@
 //! MCP payloads the guard needs, canonical (RFC 8785) hashing of tool definitions, and tool
 //! naming.
 //!
-//! Everything here is pure (bytes in, values out) except [`framing`], which owns the async line
-//! reader and writer for stdio transports.
+//! Everything here is pure (bytes in, values out) except [`framing`], which owns the bounded
+//! line reader for stdio transports.
 //!
 //! The guiding rule is that the guard must see exactly what the peer will see:
 //!
@@ -23,9 +23,7 @@ pub mod message;
 pub mod tool;
 
 pub use canonical::{ToolHash, ToolHashParseError, definition_hash, to_canonical_vec};
-pub use framing::{
-    BlockingFrameReader, FrameItem, FrameReader, FrameWriter, FramingError, Line, Terminator,
-};
+pub use framing::{FrameItem, FrameReader, FramingError, Line, Terminator};
 pub use jsonrpc::{
     Frame, Id, InvalidReason, Kind, MAX_DEPTH, Message, Method, ParseError, parse,
     suspicious_method,
