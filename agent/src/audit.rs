@@ -12,11 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::config::Severity;
+
 /// What happened. Serialised as the `event` field, in snake_case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A tool definition was listed by a server (first sight, or unchanged).
@@ -37,6 +39,24 @@ pub enum EventKind {
     McpServerRequest,
     /// A message was refused before any policy could apply (unparseable, oversize, ambiguous).
     McpMessageRefused,
+    /// A cross-server rule fired (shadow_tool, read_then_send, cross_server_flow, burst).
+    McpCrossServer,
+    /// A server's name looks like another known server's (typosquatting).
+    McpServerNameSimilarity,
+    /// A call went over its server's rate limit.
+    McpRateLimited,
+    /// A person approved a tool held back by a detection.
+    McpToolApproved,
+    /// A person trusted a changed definition, or reset pins.
+    McpPinTrusted,
+    /// The state store could not be read or written.
+    StoreError,
+    /// An agent session began (its cgroup was created and the agent placed in it).
+    SessionStarted,
+    /// An agent session ended (its cgroup emptied).
+    SessionEnded,
+    /// The daemon loaded (or failed to load) a policy.
+    PolicyLoaded,
 }
 
 impl EventKind {
@@ -51,12 +71,56 @@ impl EventKind {
             Self::McpServerEnvFiltered => "mcp_server_env_filtered",
             Self::McpServerRequest => "mcp_server_request",
             Self::McpMessageRefused => "mcp_message_refused",
+            Self::McpCrossServer => "mcp_cross_server",
+            Self::McpServerNameSimilarity => "mcp_server_name_similarity",
+            Self::McpRateLimited => "mcp_rate_limited",
+            Self::McpToolApproved => "mcp_tool_approved",
+            Self::McpPinTrusted => "mcp_pin_trusted",
+            Self::StoreError => "store_error",
+            Self::SessionStarted => "session_started",
+            Self::SessionEnded => "session_ended",
+            Self::PolicyLoaded => "policy_loaded",
         }
+    }
+
+    pub const ALL: &'static [EventKind] = &[
+        Self::McpToolSeen,
+        Self::McpToolChanged,
+        Self::McpToolCalled,
+        Self::McpDetection,
+        Self::McpOutputInspection,
+        Self::McpServerBinaryMismatch,
+        Self::McpServerEnvFiltered,
+        Self::McpServerRequest,
+        Self::McpMessageRefused,
+        Self::McpCrossServer,
+        Self::McpServerNameSimilarity,
+        Self::McpRateLimited,
+        Self::McpToolApproved,
+        Self::McpPinTrusted,
+        Self::StoreError,
+        Self::SessionStarted,
+        Self::SessionEnded,
+        Self::PolicyLoaded,
+    ];
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+                format!("unknown event type `{s}` (known: {})", known.join(", "))
+            })
     }
 }
 
 /// What was done about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Allow,
@@ -77,38 +141,61 @@ impl std::fmt::Display for Action {
 }
 
 /// One audit record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
-    #[serde(serialize_with = "rfc3339")]
+    /// Position in the daemon's event log; set when the log records the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(serialize_with = "rfc3339", deserialize_with = "from_rfc3339")]
     pub timestamp: SystemTime,
     pub event: EventKind,
+    /// The agent session, as the kernel placed the process (never as a process claims).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default)]
     pub server: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
     pub action: Action,
     pub reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// The worst finding's severity, for detections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
     /// Event-specific fields (findings, old and new hash, removed variable names ...).
-    #[serde(skip_serializing_if = "Value::is_null")]
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub details: Value,
 }
 
 impl Event {
     pub fn new(event: EventKind, server: &str, action: Action, reason: impl Into<String>) -> Self {
         Self {
+            seq: None,
             timestamp: SystemTime::now(),
             event,
+            session: None,
             server: server.to_owned(),
             tool: None,
             hash: None,
             action,
             reason: reason.into(),
             rule: None,
+            severity: None,
             details: Value::Null,
         }
+    }
+
+    pub fn session(mut self, session: &str) -> Self {
+        self.session = Some(session.to_owned());
+        self
+    }
+
+    pub fn severity(mut self, severity: Severity) -> Self {
+        self.severity = Some(severity);
+        self
     }
 
     pub fn tool(mut self, tool: &str) -> Self {
@@ -141,7 +228,12 @@ impl Event {
 }
 
 fn rfc3339<S: Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&humantime::format_rfc3339_millis(*time))
+    s.collect_str(&humantime::format_rfc3339_micros(*time))
+}
+
+fn from_rfc3339<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+    let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
 }
 
 /// Where events go.

@@ -1,4 +1,4 @@
-//! Persistent state in redb: tool definition pins and server binary pins.
+//! Tool definition pins, pending changes, approvals and server binary pins (`pins.redb`).
 //!
 //! Several shims may share one state dir (one per wrapped server), and redb allows one open
 //! handle per file, so each operation opens the database, runs one transaction and closes it,
@@ -16,6 +16,8 @@ const TOOL_PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("tool_pins"
 const BINARY_PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("binary_pins");
 /// A definition that differs from its pin and waits for a person to trust it.
 const PENDING: TableDefinition<&str, &[u8]> = TableDefinition::new("pending_definitions");
+/// Tools a person let through despite a detection, for one definition hash.
+const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals");
 
 /// How long to wait for another process that has the database open.
 const LOCK_PATIENCE: Duration = Duration::from_secs(5);
@@ -38,6 +40,11 @@ pub enum StoreError {
         what: &'static str,
         message: String,
     },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: corrupt record for {key}: {source}")]
     Corrupt {
         path: PathBuf,
@@ -55,6 +62,15 @@ pub struct ToolPin {
     pub pinned_at: u64,
     /// Who trusted it: `auto` (first sight) or a user name.
     pub trusted_by: String,
+}
+
+/// A person's approval of one tool definition that a detection held back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The definition hash approved; a changed definition needs a new approval.
+    pub hash: String,
+    pub approved_by: String,
+    pub approved_at: u64,
 }
 
 /// A server executable as first run.
@@ -96,6 +112,7 @@ impl PinStore {
             txn.open_table(TOOL_PINS)?;
             txn.open_table(BINARY_PINS)?;
             txn.open_table(PENDING)?;
+            txn.open_table(APPROVALS)?;
             Ok(())
         })?;
         Ok(store)
@@ -130,7 +147,7 @@ impl PinStore {
             .scan::<ToolPin>(TOOL_PINS, "")?
             .into_iter()
             .filter_map(|(key, pin)| {
-                let (server, tool) = key.split_once('\u{1f}')?;
+                let (server, tool) = split_tool_key(&key)?;
                 Some((server.to_owned(), tool.to_owned(), pin))
             })
             .collect())
@@ -205,6 +222,26 @@ impl PinStore {
             Ok(())
         })?;
         Ok(removed)
+    }
+
+    pub fn approval(&self, server: &str, tool: &str) -> Result<Option<Approval>, StoreError> {
+        self.get(APPROVALS, &tool_key(server, tool))
+    }
+
+    pub fn approve(&self, server: &str, tool: &str, approval: &Approval) -> Result<(), StoreError> {
+        self.put(APPROVALS, &tool_key(server, tool), approval)
+    }
+
+    /// Every approval, as (server, tool, approval).
+    pub fn all_approvals(&self) -> Result<Vec<(String, String, Approval)>, StoreError> {
+        Ok(self
+            .scan::<Approval>(APPROVALS, "")?
+            .into_iter()
+            .filter_map(|(key, a)| {
+                let (server, tool) = split_tool_key(&key)?;
+                Some((server.to_owned(), tool.to_owned(), a))
+            })
+            .collect())
     }
 
     /// Every binary pin, by server.
@@ -338,6 +375,10 @@ impl PinStore {
 /// ranges over one server's tools then need no secondary index.
 fn tool_key(server: &str, tool: &str) -> String {
     format!("{server}\u{1f}{tool}")
+}
+
+fn split_tool_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once('\u{1f}')
 }
 
 #[cfg(test)]
