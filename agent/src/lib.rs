@@ -3,12 +3,17 @@
 //! Engine modules (`mcp`, `inspect`, `policy`) do no I/O: bytes and observations in, verdicts
 //! and events out.
 
+pub mod analyzer;
+pub mod api;
 pub mod audit;
 pub mod config;
+pub mod daemon;
+pub mod engine;
 pub mod guard;
 pub mod inspect;
 pub mod kernel;
 pub mod mcp;
 pub mod policy;
 pub mod registry;
+pub mod session;
 pub mod store;

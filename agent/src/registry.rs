@@ -1,11 +1,26 @@
-//! (server, tool) -> the definition last listed, its hash, and whether it may be called.
+//! One session's servers and tools: (server, tool) -> the definition last listed, its hash,
+//! what it does, and whether it may be called.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::analyzer::Categories;
 use crate::mcp::ToolHash;
 use crate::policy::{ToolStatus, fold_name};
+
+/// Why a listed tool (or a whole server) is held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// The detector found poisoning and `detection.on_detection` is block.
+    Detection,
+    /// Another server of the session registered this tool name first (`shadow_tool`).
+    Shadowed,
+    /// The definition differs from its pin, or is new and not trusted (`version_pinning`).
+    Pin,
+    /// The server's name looks like another known server's (`name_similarity`).
+    LookAlike,
+}
 
 /// Whether a listed tool may be called.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +28,7 @@ pub enum ToolState {
     Trusted,
     /// Removed from tools/list and refused on call, with the rule and reason that withheld it.
     Withheld {
+        hold: Hold,
         rule: String,
         reason: String,
     },
@@ -22,38 +38,91 @@ pub enum ToolState {
 pub struct Entry {
     pub hash: ToolHash,
     pub definition: Value,
+    pub categories: Categories,
     pub state: ToolState,
+}
+
+/// One server of the session.
+#[derive(Debug, Clone, Default)]
+pub struct Server {
+    /// `Some` when every call to the server is refused (a look-alike name under `block`).
+    pub withheld: Option<(String, String)>,
+    pub tools: HashMap<String, Entry>,
 }
 
 #[derive(Debug, Default)]
 pub struct Registry {
-    tools: HashMap<String, HashMap<String, Entry>>,
+    servers: HashMap<String, Server>,
 }
 
 impl Registry {
+    pub fn server(&self, server: &str) -> Option<&Server> {
+        self.servers.get(server)
+    }
+
+    /// The server's entry, created empty on first sight; `true` when it was new.
+    pub fn register_server(&mut self, server: &str) -> (&mut Server, bool) {
+        let new = !self.servers.contains_key(server);
+        (self.servers.entry(server.to_owned()).or_default(), new)
+    }
+
+    pub fn servers(&self) -> impl Iterator<Item = (&str, &Server)> {
+        self.servers.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
     pub fn get(&self, server: &str, tool: &str) -> Option<&Entry> {
-        self.tools.get(server)?.get(tool)
+        self.servers.get(server)?.tools.get(tool)
+    }
+
+    pub fn get_mut(&mut self, server: &str, tool: &str) -> Option<&mut Entry> {
+        self.servers.get_mut(server)?.tools.get_mut(tool)
     }
 
     pub fn insert(&mut self, server: &str, tool: &str, entry: Entry) {
-        self.tools
-            .entry(server.to_owned())
-            .or_default()
+        self.register_server(server)
+            .0
+            .tools
             .insert(tool.to_owned(), entry);
     }
 
-    /// What the policy needs to know about a call of `tool`. A name that is not listed but
-    /// folds (case, NFKC, surrounding space) onto a withheld tool is that tool: a server that
-    /// matches names loosely would run it.
-    pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
-        let entry = self.get(server, tool).or_else(|| {
+    /// The server (other than `server`) that registered a tool of this name first, if any.
+    /// Names are compared folded: `Read_File` shadows `read_file` for a model as well.
+    pub fn owner_of(&self, server: &str, tool: &str) -> Option<&str> {
+        let folded = fold_name(tool);
+        self.servers
+            .iter()
+            .filter(|(name, _)| name.as_str() != server)
+            .find(|(_, s)| {
+                s.tools.iter().any(|(name, entry)| {
+                    fold_name(name) == folded
+                        && !matches!(
+                            entry.state,
+                            ToolState::Withheld {
+                                hold: Hold::Shadowed,
+                                ..
+                            }
+                        )
+                })
+            })
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The entry a call of `tool` refers to. A name that is not listed but folds (case, NFKC,
+    /// surrounding space) onto a withheld tool is that tool: a server that matches names
+    /// loosely would run it.
+    pub fn lookup(&self, server: &str, tool: &str) -> Option<&Entry> {
+        self.get(server, tool).or_else(|| {
             let folded = fold_name(tool);
-            self.tools.get(server)?.iter().find_map(|(name, entry)| {
+            self.servers.get(server)?.tools.iter().find_map(|(name, entry)| {
                 let withheld = matches!(entry.state, ToolState::Withheld { .. });
                 (withheld && fold_name(name) == folded).then_some(entry)
             })
-        });
-        match entry {
+        })
+    }
+
+    /// What the policy needs to know about a call of `tool`.
+    pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
+        match self.lookup(server, tool) {
             None => ToolStatus::Unlisted,
             Some(Entry {
                 hash,
@@ -62,7 +131,7 @@ impl Registry {
             }) => ToolStatus::Listed(hash),
             Some(Entry {
                 hash,
-                state: ToolState::Withheld { rule, reason },
+                state: ToolState::Withheld { rule, reason, .. },
                 ..
             }) => ToolStatus::Withheld { hash, rule, reason },
         }

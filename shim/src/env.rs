@@ -94,6 +94,32 @@ pub struct Filtered {
     pub removed: Vec<String>,
 }
 
+/// The variable `agentshctl run` sets to the directory of its launcher shims.
+pub const LAUNCHER_DIR_VAR: &str = "AGENTSH_LAUNCHER_DIR";
+
+/// Takes the launcher shims' directory out of the server's PATH (and the variable naming it):
+/// the server is already guarded, and its own `node` or `python` must not be wrapped again.
+pub fn drop_launcher_dir(vars: &mut Vec<(OsString, OsString)>) {
+    let Some(dir) = vars
+        .iter()
+        .find(|(k, _)| k == LAUNCHER_DIR_VAR)
+        .map(|(_, v)| v.clone())
+    else {
+        return;
+    };
+    vars.retain(|(k, _)| k != LAUNCHER_DIR_VAR);
+    for (name, value) in vars.iter_mut() {
+        if name == "PATH" {
+            let kept: Vec<std::path::PathBuf> = std::env::split_paths(value)
+                .filter(|p| p.as_os_str() != dir.as_os_str())
+                .collect();
+            if let Ok(joined) = std::env::join_paths(kept) {
+                *value = joined;
+            }
+        }
+    }
+}
+
 pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvRules) -> Filtered {
     let mut out = Filtered::default();
     for (name, value) in vars {

@@ -1,11 +1,15 @@
 //! agentsh-shim: runs a stdio MCP server behind agentsh's policy engine.
 //!
 //! ```text
+//! agentsh-shim [--socket PATH] [--server-id ID] -- CMD ARGS...          # verdicts from agentshd
 //! agentsh-shim --policy FILE [--server-id ID] [--state-dir DIR] [--audit FILE] -- CMD ARGS...
 //! ```
 //!
 //! The client talks to the shim as if it were the server. Every line in either direction goes
-//! through the guard; allowed lines reach the other side byte for byte.
+//! through the guard; allowed lines reach the other side byte for byte. By default the verdicts
+//! come from agentshd over its control socket (one engine for every server of the session);
+//! `--policy` runs the engine in this process instead. With neither a reachable daemon nor a
+//! policy the server is not started and every request is refused with the reason (fail closed).
 
 mod binary;
 mod child;
@@ -18,10 +22,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use agentsh::api::{RemoteDecider, socket_path};
 use agentsh::audit::{Action, Event, EventKind, EventSink, JsonlSink, NullSink};
-use agentsh::config::{self, PinAction, Policy};
-use agentsh::inspect::{CustomPattern, Detector, DetectorOptions};
-use agentsh::store::{BinaryPin, PinStore, now_secs};
+use agentsh::config::{self, NameGlob};
+use agentsh::engine::{Decider, Engine, Local, Rules};
+use agentsh::store::PinStore;
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 
@@ -33,20 +38,23 @@ const EXIT_CONFIG: u8 = 78;
     name = "agentsh-shim",
     version,
     about = "Run a stdio MCP server behind agentsh's policy engine",
-    after_help = "Example: agentsh-shim --policy /etc/agentsh/policies/default.yaml -- npx -y @modelcontextprotocol/server-filesystem ~/src"
+    after_help = "Examples:\n  agentsh-shim -- npx -y @modelcontextprotocol/server-filesystem ~/src\n  agentsh-shim --policy /etc/agentsh/policies/default.yaml -- uvx mcp-server-fetch"
 )]
 struct Args {
-    /// Policy file (sandbox.mcp); the engine runs in this process.
+    /// Run the engine in this process with this policy, instead of asking agentshd.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// agentshd's control socket (default: $AGENTSH_SOCKET, else /run/agentsh/agentsh.sock).
+    #[arg(long, value_name = "PATH", conflicts_with = "policy")]
+    socket: Option<PathBuf>,
     /// Server id used in policy and audit (default: derived from the command, e.g. the package name).
     #[arg(long, value_name = "ID")]
     server_id: Option<String>,
-    /// Directory for pins (tool definitions, server binary) kept across runs.
-    #[arg(long, value_name = "DIR", env = "AGENTSH_STATE_DIR")]
+    /// With --policy: directory for pins (tool definitions, server binary) kept across runs.
+    #[arg(long, value_name = "DIR", env = "AGENTSH_STATE_DIR", requires = "policy")]
     state_dir: Option<PathBuf>,
-    /// Append audit events as JSON lines to this file.
-    #[arg(long, value_name = "FILE")]
+    /// With --policy: append audit events as JSON lines to this file.
+    #[arg(long, value_name = "FILE", requires = "policy")]
     audit: Option<PathBuf>,
     /// The server command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -70,21 +78,6 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<std::convert::Infallible> {
-    let Some(policy_path) = &args.policy else {
-        // Daemon mode arrives with agentshd; until then a shim without a policy has no engine,
-        // and running the server unguarded would be a silent bypass. The client is told why on
-        // every request, where its user will see it.
-        relay::refuse_all(
-            "agentsh: no --policy given and no agentsh daemon to ask, so the server was not \
-             started (fail closed); add `--policy /etc/agentsh/policies/default.yaml` (or your \
-             policy) to the agentsh-shim command",
-        );
-        std::process::exit(i32::from(EXIT_CONFIG));
-    };
-    let policy = Arc::new(config::load_file(policy_path).map_err(|e| anyhow::anyhow!("{e}"))?);
-    for warning in &policy.warnings {
-        eprintln!("agentsh-shim: {warning}");
-    }
     let (program, program_args) = args
         .command
         .split_first()
@@ -93,39 +86,43 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
         .server_id
         .clone()
         .unwrap_or_else(|| server_id::derive(program, program_args));
-
-    let sink: Arc<dyn EventSink> = match &args.audit {
-        Some(path) => Arc::new(
-            JsonlSink::open(path)
-                .with_context(|| format!("cannot open audit log {}", path.display()))?,
-        ),
-        None => Arc::new(NullSink),
+    let (decider, sink) = decider_for(&args)?;
+    let refuse = |message: &str| -> ! {
+        sink.close();
+        relay::refuse_all(message);
+        std::process::exit(i32::from(EXIT_CONFIG));
     };
-    let pins = match &args.state_dir {
-        Some(dir) => Some(PinStore::open(dir).with_context(|| "cannot open the state dir")?),
-        None => None,
+    let setup = match decider.server_setup(&server) {
+        Ok(setup) => setup,
+        Err(err) => refuse(&format!(
+            "agentsh: server '{server}' not started: no policy to guard it with ({err})"
+        )),
     };
-    let detector = Arc::new(detector_for(&policy)?);
 
-    let server_config = policy.server(&server);
     let filtered = {
-        let (allow, deny) = match server_config {
-            Some(s) => (s.env_allow.as_slice(), s.env_deny.as_slice()),
-            None => (&[][..], &[][..]),
+        let compile = |globs: &[String]| -> Result<Vec<NameGlob>> {
+            globs
+                .iter()
+                .map(|g| NameGlob::new(g).map_err(|e| anyhow::anyhow!("env glob `{g}`: {e}")))
+                .collect()
         };
+        let allow = compile(&setup.env_allow)?;
+        let deny = compile(&setup.env_deny)?;
         let allow_fn = |name: &str| allow.iter().any(|g| g.matches(name));
         let deny_fn = |name: &str| deny.iter().any(|g| g.matches(name));
-        env::filter(
+        let mut filtered = env::filter(
             std::env::vars_os(),
             &env::EnvRules {
                 allow: &allow_fn,
                 allow_is_set: !allow.is_empty(),
                 deny: &deny_fn,
             },
-        )
+        );
+        env::drop_launcher_dir(&mut filtered.kept);
+        filtered
     };
     if !filtered.removed.is_empty() {
-        sink.record(
+        decider.record(
             Event::new(
                 EventKind::McpServerEnvFiltered,
                 &server,
@@ -146,90 +143,65 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
         .map(|(_, v)| v.clone());
     let resolved = binary::resolve(program, path_var.as_deref())
         .with_context(|| format!("cannot run server command {}", program.to_string_lossy()))?;
-    if let Some(refusal) = check_binary_pin(&policy, &server, &resolved, pins.as_ref(), &*sink)? {
-        // Answer the client with the reason instead of leaving it with a dead pipe.
-        sink.close();
-        relay::refuse_all(&refusal);
-        std::process::exit(i32::from(EXIT_CONFIG));
+    if setup.pin_binary {
+        let path = resolved.path.display().to_string();
+        match decider.binary(&server, &path, &resolved.sha256) {
+            Ok(verdict) if !verdict.block => {}
+            Ok(verdict) => refuse(&format!("agentsh: {}", verdict.reason)),
+            Err(err) => refuse(&format!(
+                "agentsh: server '{server}' not started: cannot check its binary pin: {err}"
+            )),
+        }
     }
 
     let mut child = child::spawn(&resolved.path, program, program_args, &filtered.kept)?;
     child::forward_signals(child.id())?;
-    let guard = agentsh::guard::Guard::new(
-        &server,
-        Arc::clone(&policy),
-        detector,
-        pins,
-        Arc::clone(&sink),
-    );
-    let max = policy.mcp().max_message_bytes;
-    relay::run(&mut child, guard, max)?;
+    let guard = agentsh::guard::Guard::new(&server, decider, setup.max_message_bytes);
+    relay::run(&mut child, guard, setup.max_message_bytes)?;
     let status = child.wait().context("waiting for the server")?;
     // exit_like does not return: flush the audit trail first.
     sink.close();
     child::exit_like(status)
 }
 
-fn detector_for(policy: &Policy) -> Result<Detector> {
-    let detection = &policy.mcp().detection;
-    let custom_patterns = detection
-        .custom_patterns
-        .iter()
-        .map(|p| CustomPattern {
-            id: p.id.clone(),
-            pattern: p.pattern.as_str().to_owned(),
-            category: p.category.clone(),
-            severity: p.severity,
-        })
-        .collect();
-    Detector::new(DetectorOptions { custom_patterns }).context("building the detector")
-}
-
-/// Compares the resolved server binary with its pin. Returns a refusal message when the
-/// server must not start.
-fn check_binary_pin(
-    policy: &Policy,
-    server: &str,
-    resolved: &binary::ResolvedBinary,
-    pins: Option<&PinStore>,
-    sink: &dyn EventSink,
-) -> Result<Option<String>> {
-    let pinning = &policy.mcp().version_pinning;
-    if !pinning.enabled || !pinning.pin_binary {
-        return Ok(None);
+/// The engine in this process (`--policy`), or agentshd. Without either, the server does not
+/// start and the client is told how to fix it.
+fn decider_for(args: &Args) -> Result<(Arc<dyn Decider>, Arc<dyn EventSink>)> {
+    let Some(policy_path) = &args.policy else {
+        let socket = socket_path(args.socket.as_deref());
+        return match RemoteDecider::connect(&socket) {
+            Ok(remote) => Ok((Arc::new(remote), Arc::new(NullSink))),
+            Err(err) => {
+                relay::refuse_all(&format!(
+                    "agentsh: tools refused (fail closed): {err}. Start agentshd (`sudo systemctl start agentshd`, or `make run` in a checkout), point at it with --socket PATH or AGENTSH_SOCKET, or give the shim a policy: `agentsh-shim --policy /etc/agentsh/policies/default.yaml -- <server>`"
+                ));
+                std::process::exit(i32::from(EXIT_CONFIG));
+            }
+        };
+    };
+    let policy = config::load_file(policy_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for warning in &policy.warnings {
+        eprintln!("agentsh-shim: {warning}");
     }
-    let Some(pins) = pins else {
+    let rules = Rules::compile(policy).context("building the detector")?;
+    let sink: Arc<dyn EventSink> = match &args.audit {
+        Some(path) => Arc::new(
+            JsonlSink::open(path)
+                .with_context(|| format!("cannot open audit log {}", path.display()))?,
+        ),
+        None => Arc::new(NullSink),
+    };
+    let pins = match &args.state_dir {
+        Some(dir) => Some(PinStore::open(dir).with_context(|| "cannot open the state dir")?),
+        None => None,
+    };
+    if rules.mcp().version_pinning.pin_binary
+        && rules.mcp().version_pinning.enabled
+        && pins.is_none()
+    {
         bail!("pin_binary is on but no --state-dir was given to keep the pin in");
-    };
-    let current = BinaryPin {
-        path: resolved.path.display().to_string(),
-        sha256: resolved.sha256.clone(),
-        pinned_at: now_secs(),
-    };
-    let Some(pinned) = pins.binary_pin(server)? else {
-        pins.pin_binary(server, &current)?;
-        return Ok(None);
-    };
-    if pinned.path == current.path && pinned.sha256 == current.sha256 {
-        return Ok(None);
     }
-    let reason = format!(
-        "server binary changed since it was pinned: {} sha256:{} -> {} sha256:{}",
-        pinned.path, pinned.sha256, current.path, current.sha256
-    );
-    let block = pinning.on_change == PinAction::Block && policy.mcp().enforce_policy;
-    sink.record(
-        Event::new(
-            EventKind::McpServerBinaryMismatch,
-            server,
-            if block { Action::Block } else { Action::Alert },
-            reason.clone(),
-        )
-        .rule("version_pinning")
-        .details(serde_json::json!({"pinned": pinned, "current": current})),
-    );
-    if pinning.on_change == PinAction::Allow {
-        pins.pin_binary(server, &current)?;
-    }
-    Ok(block.then(|| format!("agentsh: server '{server}' not started: {reason}")))
+    let engine = Arc::new(Engine::new(rules, pins, Arc::clone(&sink)));
+    let session = engine.session(None);
+    Ok((Arc::new(Local::new(engine, session)), sink))
 }

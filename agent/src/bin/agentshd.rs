@@ -1,111 +1,268 @@
-//! agentshd: the agentsh daemon.
+//! agentshd: the agentsh daemon. One engine for every session on the machine.
 //!
-//! This release holds the policy and the state dir that `agentsh-shim` uses: it validates the
-//! policy at start (refusing to start on an invalid one), reloads it on SIGHUP (keeping the last
-//! good one when the new one is invalid, and saying why), and shuts down cleanly on SIGTERM or
-//! SIGINT. Serving verdicts over a control socket, sessions and kernel hooks come with the
-//! daemon, LLM-proxy and kernel issues; until then shims run their engine in-process
-//! (`agentsh-shim --policy`).
+//! ```text
+//! agentshd [--config FILE] [--foreground] [--policy FILE] [--state-dir DIR] [--socket PATH]
+//! ```
+//!
+//! Reads the daemon config (default /etc/agentsh/agentsh.yaml), opens the state dir, serves
+//! the control socket, tells systemd (sd_notify) and stdout when it is ready, reloads the
+//! policy on SIGHUP (keeping the last good one when the new one fails, and saying why), and
+//! shuts down cleanly on SIGTERM or SIGINT with every event committed.
 
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use agentsh::config;
+use agentsh::api::client::default_socket_path;
+use agentsh::api::protocol::{CustomServerSetting, LauncherSettings};
+use agentsh::audit::{Action, Event, EventKind, EventSink};
+use agentsh::config::{self, DaemonConfig};
+use agentsh::daemon::{self, Daemon, Listener, Settings};
+use agentsh::engine::{Engine, Rules};
 use agentsh::kernel::KernelPrograms;
-use agentsh::store::PinStore;
-use anyhow::{Context as _, Result};
+use agentsh::session::{CgroupParent, Sessions, Tracking};
+use agentsh::store::{EventLog, PinStore};
+use anyhow::{Context as _, Result, bail};
 use clap::Parser;
-use tokio::signal::unix::{SignalKind, signal};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+/// Exit status for a configuration that does not load (EX_CONFIG).
+const EXIT_CONFIG: u8 = 78;
+/// How often ended sessions are looked for.
+const REAP_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Parser)]
 #[command(name = "agentshd", version, about = "The agentsh daemon")]
 struct Args {
-    /// Policy file (sandbox.mcp).
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "/etc/agentsh/policies/default.yaml"
-    )]
-    policy: PathBuf,
-    /// Where pins and the audit trail are kept.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/agentsh")]
-    state_dir: PathBuf,
-    /// Stay in the terminal (the only mode in this release; systemd runs it the same way).
+    /// Daemon config (state_dir, socket, policy, admin_group, sessions, launcher).
+    #[arg(long, value_name = "FILE", default_value = config::DEFAULT_DAEMON_CONFIG)]
+    config: PathBuf,
+    /// Stay in the terminal, logging to stdout and stderr (what systemd and tests use).
     #[arg(long)]
     foreground: bool,
+    /// Use this policy instead of the config's `policy`.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Use this state dir instead of the config's `state_dir`.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Listen here instead of the config's `socket`.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    // Before any thread exists, so every thread inherits the mask and only main takes these.
+    let mut signals = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(sig);
+    }
+    if let Err(err) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None) {
+        eprintln!("agentshd: cannot block signals: {err}");
+        return ExitCode::from(1);
+    }
+    let config = match load_config(&args) {
+        Ok(config) => config,
         Err(err) => {
-            eprintln!("agentshd: cannot start the runtime: {err}");
-            return ExitCode::from(1);
+            eprintln!("agentshd: {err:#}");
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match runtime.block_on(run(&args)) {
+    if !args.foreground && std::env::var_os("NOTIFY_SOCKET").is_none() {
+        eprintln!(
+            "agentshd: run it with --foreground (in a terminal or a test), or as the systemd service (Type=notify); it does not fork itself"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    match run(&config, &signals) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("agentshd: {err:#}");
-            ExitCode::from(2)
+            ExitCode::from(1)
         }
     }
 }
 
-fn load(path: &Path) -> Result<config::Policy> {
-    let policy = config::load_file(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+fn load_config(args: &Args) -> Result<DaemonConfig> {
+    let mut config = config::load_daemon_file(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for warning in &config.warnings {
+        eprintln!("{warning}");
+    }
+    if let Some(policy) = &args.policy {
+        config.policy.clone_from(policy);
+    }
+    if let Some(dir) = &args.state_dir {
+        config.state_dir.clone_from(dir);
+    }
+    if let Some(socket) = &args.socket {
+        config.socket = Some(socket.clone());
+    }
+    Ok(config)
+}
+
+fn run(config: &DaemonConfig, signals: &SigSet) -> Result<()> {
+    let policy = config::load_file(&config.policy)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the policy does not load; not starting")?;
     for warning in &policy.warnings {
         eprintln!("{warning}");
     }
-    Ok(policy)
-}
+    let rules = Rules::compile(policy).context("building the detector")?;
+    let log = Arc::new(EventLog::open(&config.state_dir).context("opening the event log")?);
+    let pins = PinStore::open(&config.state_dir).context("opening the pin store")?;
+    let sink: Arc<dyn EventSink> = log.clone();
+    let engine = Arc::new(Engine::new(rules, Some(pins), sink));
 
-async fn run(args: &Args) -> Result<()> {
-    let mut policy = load(&args.policy).context("policy does not load; not starting")?;
-    let pins = PinStore::open(&args.state_dir).context("state dir")?;
-    let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
-    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-    println!(
-        "agentshd: ready: policy {} ({} rules, {} servers declared, enforce_policy={}), state {}",
-        args.policy.display(),
-        policy.mcp().rules.len(),
-        policy.mcp().servers.len(),
-        policy.mcp().enforce_policy,
-        pins.path().display()
-    );
-    // Attaching comes with sessions; loading now proves the embedded programs pass this
-    // kernel's verifier, and says plainly when they cannot.
-    match KernelPrograms::load() {
+    let sessions = Sessions::new(&match &config.sessions.cgroup_parent {
+        config::CgroupParent::Auto => CgroupParent::Auto,
+        config::CgroupParent::Path(p) => CgroupParent::Path(p.clone()),
+    });
+    let mut limitations = sessions.limitations().to_vec();
+    let kernel = match KernelPrograms::load() {
         Ok(programs) => {
             drop(programs);
-            println!("agentshd: kernel programs load and pass the verifier (connect4)");
+            "kernel programs load and pass the verifier (connect4)".to_owned()
         }
-        Err(err) => println!("agentshd: kernel programs unavailable: {err}"),
+        Err(err) => {
+            limitations.push(format!(
+                "no kernel enforcement: {err} (needs root or CAP_BPF)"
+            ));
+            "kernel programs unavailable".to_owned()
+        }
+    };
+    let admin_gid = match &config.admin_group {
+        None => None,
+        Some(name) => match nix::unistd::Group::from_name(name) {
+            Ok(Some(group)) => Some(group.gid.as_raw()),
+            _ => {
+                limitations.push(format!(
+                    "admin_group `{name}` does not exist; only root and the daemon's user administer"
+                ));
+                None
+            }
+        },
+    };
+    let socket = config.socket.clone().unwrap_or_else(default_socket_path);
+    let listener = Listener::bind(&socket)?;
+
+    let daemon = Arc::new(Daemon {
+        engine: Arc::clone(&engine),
+        log: Arc::clone(&log),
+        sessions,
+        settings: Settings {
+            admin_gid,
+            allow_user_policy: config.sessions.allow_user_policy,
+            launcher: LauncherSettings {
+                enabled: config.launcher.enabled,
+                custom_servers: config
+                    .launcher
+                    .custom_servers
+                    .iter()
+                    .map(|c| CustomServerSetting {
+                        pattern: c.pattern.as_str().to_owned(),
+                        id: c.id.clone(),
+                    })
+                    .collect(),
+            },
+        },
+        limitations: limitations.clone(),
+        policy_path: config.policy.clone(),
+        unmanaged: Mutex::default(),
+    });
+    let listener = Arc::new(listener);
+    {
+        let daemon = Arc::clone(&daemon);
+        let listener = Arc::clone(&listener);
+        std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || daemon::serve(daemon, &listener))
+            .context("starting the control socket")?;
+    }
+    {
+        let daemon = Arc::clone(&daemon);
+        std::thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(REAP_EVERY);
+                    daemon.reap_sessions();
+                }
+            })
+            .context("starting the session reaper")?;
+    }
+    engine.record_global(Event::new(
+        EventKind::PolicyLoaded,
+        "",
+        Action::Allow,
+        format!("agentshd started with policy {}", config.policy.display()),
+    ));
+
+    let tracking = match daemon.sessions.tracking() {
+        Tracking::Cgroup { parent, .. } => format!("cgroup {parent}"),
+        Tracking::Process => "process ancestry".to_owned(),
+    };
+    println!(
+        "agentshd: ready: socket {}, policy {}, state {}, sessions by {tracking}; {kernel}",
+        socket.display(),
+        config.policy.display(),
+        config.state_dir.display(),
+    );
+    for limitation in &limitations {
+        println!("agentshd: limitation: {limitation}");
     }
     println!(
-        "agentshd: wrap MCP servers with `agentsh-shim --policy {} --state-dir {} -- <server>`; \
-         SIGHUP reloads the policy, SIGTERM stops",
-        args.policy.display(),
-        args.state_dir.display()
+        "agentshd: start an agent with `agentshctl run -- <agent>`; SIGHUP reloads the policy, SIGTERM stops"
     );
+    notify("READY=1");
+
     loop {
-        tokio::select! {
-            _ = hup.recv() => match load(&args.policy) {
-                Ok(new) => {
-                    policy = new;
-                    println!("agentshd: policy reloaded ({} rules)", policy.mcp().rules.len());
+        match signals.wait() {
+            Ok(Signal::SIGHUP) => {
+                notify("RELOADING=1");
+                match daemon.reload_policy() {
+                    Ok(reloaded) => {
+                        for warning in &reloaded.warnings {
+                            eprintln!("{warning}");
+                        }
+                        println!("agentshd: policy reloaded from {}", reloaded.origin);
+                    }
+                    Err(err) => eprintln!("agentshd: {err}"),
                 }
-                Err(err) => eprintln!("agentshd: reload failed, keeping the last good policy:\n{err:#}"),
-            },
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+                notify("READY=1");
+            }
+            Ok(_) => break,
+            Err(err) => bail!("waiting for signals: {err}"),
         }
     }
+    notify("STOPPING=1");
+    log.close();
+    // The accept thread still holds the listener; the path goes now.
+    let _ = std::fs::remove_file(listener.path());
     println!("agentshd: stopped");
     Ok(())
+}
+
+/// Tells systemd about our state when it started us with Type=notify (`$NOTIFY_SOCKET`).
+fn notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(socket) = UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = path.as_encoded_bytes();
+    let sent = match bytes.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(name)
+                .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
+        }
+        None => socket.send_to(state.as_bytes(), &path),
+    };
+    if let Err(err) = sent {
+        eprintln!("agentshd: sd_notify {state}: {err}");
+    }
 }

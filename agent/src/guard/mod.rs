@@ -9,22 +9,16 @@
 //! duplicate or unknown id, an oversize line, a response nobody asked for: refused or dropped,
 //! with an error to whoever waits for an answer and an audit event.
 
-pub mod listing;
-
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
-use crate::audit::{Action, Event, EventKind, EventSink};
-use crate::config::{Decision, Policy, RequestAction};
-use crate::inspect::Detector;
+use crate::audit::{Action, Event, EventKind};
+use crate::engine::Decider;
 use crate::mcp::message::ToolCallRef;
 use crate::mcp::message::{error_response, error_response_null_id, filter_tools_list};
 use crate::mcp::{Frame, Id, Kind, Message, Method, ToolsListResult, parse};
-use crate::policy::{self, CallRequest};
-use crate::registry::{Entry, Registry};
-use crate::store::{PinStore, StoreError, ToolPin};
 
 /// JSON-RPC error codes the guard answers with.
 pub mod codes {
@@ -79,45 +73,26 @@ enum Pending {
 /// One client-server conversation.
 pub struct Guard {
     server: String,
-    policy: Arc<Policy>,
-    detector: Arc<Detector>,
-    /// Written on tools/list, read on every tools/call.
-    registry: RwLock<Registry>,
-    pins: Pins,
-    sink: Arc<dyn EventSink>,
-    // Short-held locks: the two relay directions share one guard and must not wait on each
+    /// Where verdicts come from: the engine in this process, or agentshd.
+    decider: Arc<dyn Decider>,
+    max_message_bytes: usize,
+    // A short-held lock: the two relay directions share one guard and must not wait on each
     // other's policy work, only on these map operations.
     client_pending: Mutex<HashMap<Id, Pending>>,
 }
 
 impl Guard {
-    pub fn new(
-        server: &str,
-        policy: Arc<Policy>,
-        detector: Arc<Detector>,
-        pins: Option<PinStore>,
-        sink: Arc<dyn EventSink>,
-    ) -> Self {
+    pub fn new(server: &str, decider: Arc<dyn Decider>, max_message_bytes: usize) -> Self {
         Self {
             server: server.to_owned(),
-            policy,
-            detector,
-            registry: RwLock::default(),
-            pins: match pins {
-                Some(store) => Pins::Store(store),
-                None => Pins::Memory(Mutex::default()),
-            },
-            sink,
+            decider,
+            max_message_bytes,
             client_pending: Mutex::default(),
         }
     }
 
-    pub fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        read(&self.registry)
-    }
-
     fn record(&self, event: Event) {
-        self.sink.record(event);
+        self.decider.record(event);
     }
 
     fn refused(&self, reason: impl Into<String>, side: &str) -> Event {
@@ -312,41 +287,25 @@ impl Guard {
                 )));
             }
         };
-        let registry = read(&self.registry);
-        let status = registry.status(&self.server, call.name);
-        let verdict = policy::decide_call(
-            self.policy.mcp(),
-            &CallRequest {
-                server: &self.server,
-                tool: call.name,
-                arguments: call.arguments,
-                status,
-            },
-        );
-        let hash = match status {
-            policy::ToolStatus::Listed(h) | policy::ToolStatus::Withheld { hash: h, .. } => {
-                Some(*h)
+        let verdict = match self
+            .decider
+            .tool_call(&self.server, call.name, call.arguments)
+        {
+            Ok(verdict) => verdict,
+            Err(err) => {
+                let text = format!(
+                    "agentsh: tools/call '{}' on server '{}' refused (fail closed): {err}",
+                    call.name, self.server
+                );
+                self.record(self.refused(text.clone(), "client"));
+                return ClientCheck::Refuse(Some(error_response(
+                    id,
+                    codes::REFUSED,
+                    &text,
+                    None,
+                )));
             }
-            policy::ToolStatus::Unlisted => None,
         };
-        let action = match (verdict.decision, verdict.enforced) {
-            (Decision::Block, true) => Action::Block,
-            (Decision::Block, false) => Action::Alert,
-            (Decision::Audit, _) => Action::Audit,
-            (Decision::Allow, _) => Action::Allow,
-        };
-        let reason = if verdict.enforced {
-            verdict.reason.clone()
-        } else {
-            format!("audit-only, would block: {}", verdict.reason)
-        };
-        let mut event = Event::new(EventKind::McpToolCalled, &self.server, action, reason)
-            .tool(call.name)
-            .rule(verdict.rule.clone());
-        if let Some(hash) = hash {
-            event = event.hash(hash);
-        }
-        self.record(event);
         if verdict.blocks() {
             let text = format!(
                 "agentsh: blocked tools/call '{}' on server '{}' by {}: {}",
@@ -378,7 +337,7 @@ impl Guard {
     pub fn client_oversize(&self, len: usize, id_hint: Option<&Id>) -> Outcome {
         let text = format!(
             "agentsh: refused message of more than {len} bytes (max_message_bytes is {})",
-            self.policy.mcp().max_message_bytes
+            self.max_message_bytes
         );
         self.record(self.refused(text.clone(), "client"));
         let reply = error_reply(id_hint, codes::REFUSED, &text);
@@ -510,49 +469,27 @@ impl Guard {
     }
 
     fn check_server_request(&self, id: &Id, method: &Method) -> (ServerForward, Option<Vec<u8>>) {
-        let requests = &self.policy.mcp().server_requests;
-        let action = match method {
-            Method::SamplingCreateMessage => Some(requests.sampling),
-            Method::ElicitationCreate => Some(requests.elicitation),
-            Method::RootsList => Some(requests.roots),
-            _ => None,
-        };
-        let blocked = match action {
-            Some(RequestAction::Block) => self.policy.mcp().enforce_policy,
-            Some(RequestAction::Allow) | None => false,
-        };
-        if action.is_some() {
-            let (event_action, reason) = match (action, blocked) {
-                (_, true) => (Action::Block, "blocked by server_requests policy"),
-                (Some(RequestAction::Block), false) => (
-                    Action::Alert,
-                    "audit-only, would block: server_requests policy",
-                ),
-                _ => (Action::Allow, "allowed by server_requests policy"),
-            };
-            self.record(
-                Event::new(
-                    EventKind::McpServerRequest,
-                    &self.server,
-                    event_action,
-                    reason,
-                )
-                .rule("server_requests")
-                .details(json!({"method": method.as_str()})),
-            );
+        // Only these are governed by `server_requests`; others (ping...) pass without asking.
+        if !matches!(
+            method,
+            Method::SamplingCreateMessage | Method::ElicitationCreate | Method::RootsList
+        ) {
+            return (ServerForward::Original, None);
         }
-        if blocked {
-            let text = format!(
-                "agentsh: {} from server '{}' blocked by policy (server_requests)",
+        let reason = match self.decider.server_request(&self.server, method.as_str()) {
+            Ok(verdict) if !verdict.block => return (ServerForward::Original, None),
+            Ok(verdict) => verdict.reason,
+            Err(err) => format!(
+                "{} from server '{}' refused (fail closed): {err}",
                 method.as_str(),
                 self.server
-            );
-            return (
-                ServerForward::Drop,
-                Some(error_response(id, codes::BLOCKED, &text, None)),
-            );
-        }
-        (ServerForward::Original, None)
+            ),
+        };
+        let text = format!("agentsh: {reason}");
+        (
+            ServerForward::Drop,
+            Some(error_response(id, codes::BLOCKED, &text, None)),
+        )
     }
 
     fn check_tools_list(&self, id: &Id, message: &Message, line: &[u8]) -> ServerForward {
@@ -564,56 +501,23 @@ impl Guard {
                 return ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None));
             }
         };
-        let policy = Arc::clone(&self.policy);
-        let mut keep = Vec::with_capacity(list.tools.len());
-        for definition in &list.tools {
-            let name = definition.get("name").and_then(Value::as_str);
-            let previous = name.and_then(|n| read(&self.registry).get(&self.server, n).cloned());
-            let pinned = match name.map(|n| self.pins.tool_pin(&self.server, n)) {
-                Some(Ok(pin)) => pin,
-                Some(Err(err)) => {
-                    self.record(self.refused(format!("pin store: {err}"), "server"));
-                    None
-                }
-                None => None,
-            };
-            let decision = listing::evaluate(
-                policy.mcp(),
-                &self.detector,
-                listing::Listed {
-                    server: &self.server,
-                    definition,
-                    previous: previous.as_ref(),
-                    pinned: pinned.as_ref(),
-                },
-            );
-            let Some(decision) = decision else {
-                self.record(self.refused("tool without a name removed from tools/list", "server"));
-                keep.push(false);
-                continue;
-            };
-            let stored = match (&decision.pin_write, &decision.pending_write) {
-                (Some(pin), _) => self.pins.pin_tool(&self.server, &decision.name, pin),
-                (None, Some(seen)) => self.pins.set_pending(&self.server, &decision.name, seen),
-                (None, None) => Ok(()),
-            };
-            if let Err(err) = stored {
-                self.record(self.refused(format!("pin store: {err}"), "server"));
+        let keep = match self.decider.tools_listed(&self.server, &list.tools) {
+            Ok(verdict) if verdict.keep.len() == list.tools.len() => verdict.keep,
+            Ok(verdict) => {
+                let text = format!(
+                    "agentsh: tools/list refused: the verdict covers {} tools, the list has {}",
+                    verdict.keep.len(),
+                    list.tools.len()
+                );
+                self.record(self.refused(text.clone(), "server"));
+                return ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None));
             }
-            keep.push(decision.keep());
-            for event in decision.events.iter().cloned() {
-                self.record(event);
+            Err(err) => {
+                let text = format!("agentsh: tools/list refused (fail closed): {err}");
+                self.record(self.refused(text.clone(), "server"));
+                return ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None));
             }
-            write(&self.registry).insert(
-                &self.server,
-                &decision.name,
-                Entry {
-                    hash: decision.hash,
-                    definition: definition.clone(),
-                    state: decision.state,
-                },
-            );
-        }
+        };
         if keep.iter().all(|k| *k) {
             return ServerForward::Original;
         }
@@ -630,65 +534,20 @@ impl Guard {
     /// Output inspection of a tools/call, resources/read or prompts/get result, or of the
     /// error that answered one.
     fn check_content(&self, id: &Id, message: &Message, tool: &str, method: &str) -> ServerForward {
-        let inspection = &self.policy.mcp().output_inspection;
-        if !inspection.enabled {
-            return ServerForward::Original;
-        }
         let Some(output) = message.result().or_else(|| message.error()) else {
             return ServerForward::Original;
         };
-        let findings: Vec<_> = self
-            .detector
-            .scan_output(output)
-            .into_iter()
-            .filter(|f| f.severity >= inspection.alert_threshold)
-            .collect();
-        if findings.is_empty() {
-            return ServerForward::Original;
-        }
-        let block = inspection.on_detection == crate::config::Action::Block;
-        let enforced = block && self.policy.mcp().enforce_policy;
-        let first = &findings[0];
-        let subject = if tool.is_empty() {
-            method.to_owned()
-        } else {
-            format!("tool '{tool}'")
-        };
-        let reason = format!(
-            "result of {subject} flagged: {} ({}) in {}: \"{}\"",
-            first.category.as_str(),
-            first.severity.as_str(),
-            first.field,
-            first.matched
-        );
-        let action = match (block, enforced) {
-            (true, true) => Action::Block,
-            _ => Action::Alert,
-        };
-        let mut event = Event::new(
-            EventKind::McpOutputInspection,
-            &self.server,
-            action,
-            if block && !enforced {
-                format!("audit-only, would block: {reason}")
-            } else {
-                reason.clone()
-            },
-        )
-        .rule("output_inspection")
-        .details(json!({"method": method, "findings": findings}));
-        if !tool.is_empty() {
-            event = event.tool(tool);
-            if let Some(entry) = read(&self.registry).get(&self.server, tool) {
-                event = event.hash(entry.hash);
+        let tool = (!tool.is_empty()).then_some(tool);
+        let text = match self.decider.output(&self.server, tool, method, output) {
+            Ok(verdict) if !verdict.block => return ServerForward::Original,
+            Ok(verdict) => format!("agentsh: blocked {}", verdict.reason),
+            Err(err) => {
+                let text = format!("agentsh: {method} result withheld (fail closed): {err}");
+                self.record(self.refused(text.clone(), "server"));
+                text
             }
-        }
-        self.record(event);
-        if enforced {
-            let text = format!("agentsh: blocked {reason}");
-            return ServerForward::Replaced(error_response(id, codes::BLOCKED, &text, None));
-        }
-        ServerForward::Original
+        };
+        ServerForward::Replaced(error_response(id, codes::BLOCKED, &text, None))
     }
 
     /// A line from the server longer than the bound: dropped; the request it answered (if its
@@ -696,7 +555,7 @@ impl Guard {
     pub fn server_oversize(&self, len: usize, id_hint: Option<&Id>) -> Outcome {
         let text = format!(
             "agentsh: server message of more than {len} bytes refused (max_message_bytes is {})",
-            self.policy.mcp().max_message_bytes
+            self.max_message_bytes
         );
         self.record(self.refused(text.clone(), "server"));
         let forward = match id_hint {
@@ -708,40 +567,6 @@ impl Guard {
         Outcome {
             forward,
             reply: Vec::new(),
-        }
-    }
-}
-
-/// Where pins live: the state dir, or this process's memory when there is none (rug pulls are
-/// then caught within one run only).
-enum Pins {
-    Store(PinStore),
-    Memory(Mutex<HashMap<String, ToolPin>>),
-}
-
-impl Pins {
-    fn tool_pin(&self, server: &str, tool: &str) -> Result<Option<ToolPin>, StoreError> {
-        match self {
-            Pins::Store(store) => store.tool_pin(server, tool),
-            Pins::Memory(pins) => Ok(lock(pins).get(tool).cloned()),
-        }
-    }
-
-    fn pin_tool(&self, server: &str, tool: &str, pin: &ToolPin) -> Result<(), StoreError> {
-        match self {
-            Pins::Store(store) => store.pin_tool(server, tool, pin),
-            Pins::Memory(pins) => {
-                lock(pins).insert(tool.to_owned(), pin.clone());
-                Ok(())
-            }
-        }
-    }
-
-    fn set_pending(&self, server: &str, tool: &str, seen: &ToolPin) -> Result<(), StoreError> {
-        match self {
-            Pins::Store(store) => store.set_pending(server, tool, seen),
-            // Nobody can trust a change kept only in this process's memory.
-            Pins::Memory(_) => Ok(()),
         }
     }
 }
@@ -788,13 +613,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A line that other line readers would split where we do not. JSON allows a bare `\r` as
 /// whitespace, but Python's text-mode stdin (the Python MCP SDK) and Node's readline end a line

@@ -1,19 +1,29 @@
 use super::*;
 use crate::audit::MemorySink;
 use crate::config;
-use crate::inspect::DetectorOptions;
+use crate::engine::{Engine, Local, Rules, Session};
+use crate::store::PinStore;
 
 struct Harness {
     guard: Guard,
+    session: Arc<Session>,
     events: MemorySink,
 }
 
 fn harness_with(yaml: &str, pins: Option<PinStore>) -> Harness {
-    let policy = Arc::new(config::load_str(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}")));
-    let detector = Arc::new(Detector::new(DetectorOptions::default()).unwrap());
+    let policy = config::load_str(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let max = policy.mcp().max_message_bytes;
+    let rules = Rules::compile(policy).unwrap();
     let events = MemorySink::default();
-    let guard = Guard::new("fs", policy, detector, pins, Arc::new(events.clone()));
-    Harness { guard, events }
+    let engine = Arc::new(Engine::new(rules, pins, Arc::new(events.clone())));
+    let session = engine.session(None);
+    let local = Local::new(engine, Arc::clone(&session));
+    let guard = Guard::new("fs", Arc::new(local), max);
+    Harness {
+        guard,
+        session,
+        events,
+    }
 }
 
 fn harness(yaml: &str) -> Harness {
@@ -351,7 +361,7 @@ fn paginated_lists_register_every_page_and_notifications_pass() {
         .clone();
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0]["name"], "c");
-    let registry = h.guard.registry();
+    let registry = h.session.registry();
     for tool in ["a", "b", "c"] {
         assert!(registry.get("fs", tool).is_some(), "{tool} not registered");
     }

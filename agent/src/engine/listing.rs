@@ -1,13 +1,136 @@
-//! One tool of a tools/list result: pin comparison (rug pulls) and poisoning detection.
+//! A tools/list result: per tool, pin comparison (rug pulls), poisoning detection and
+//! shadowing; the session's registry learns every tool.
 
 use serde_json::{Value, json};
 
+use super::{Engine, ListVerdict, Session, read, write};
+use crate::analyzer::{Categories, categorize};
 use crate::audit::{Action, Event, EventKind};
 use crate::config::{self, McpPolicy, PinAction};
 use crate::inspect::{self, Detector, Finding};
 use crate::mcp::{ToolHash, definition_hash};
-use crate::registry::{Entry, ToolState};
-use crate::store::{ToolPin, now_secs};
+use crate::registry::{Entry, Hold, ToolState};
+use crate::store::{Approval, ToolPin, now_secs};
+
+impl Engine {
+    /// Decides which tools of a tools/list result from `server` the client may see.
+    pub fn tools_listed(&self, session: &Session, server: &str, tools: &[Value]) -> ListVerdict {
+        let rules = session.rules();
+        let policy = rules.mcp();
+        self.register_server(session, &rules, server);
+        let server_withheld = read(&session.registry)
+            .server(server)
+            .is_some_and(|s| s.withheld.is_some());
+        let mut keep = Vec::with_capacity(tools.len());
+        for definition in tools {
+            if server_withheld {
+                // Its look-alike event said why; none of its tools reach the model.
+                keep.push(false);
+                continue;
+            }
+            let name = definition.get("name").and_then(Value::as_str);
+            let previous = name.and_then(|n| read(&session.registry).get(server, n).cloned());
+            let pinned = name.and_then(|n| match self.pins.tool_pin(server, n) {
+                Ok(pin) => pin,
+                Err(err) => {
+                    self.store_error(session, server, &err);
+                    None
+                }
+            });
+            let approval = name.and_then(|n| match self.pins.approval(server, n) {
+                Ok(a) => a,
+                Err(err) => {
+                    self.store_error(session, server, &err);
+                    None
+                }
+            });
+            let Some(mut decision) = evaluate(
+                policy,
+                &rules.detector,
+                Listed {
+                    server,
+                    definition,
+                    previous: previous.as_ref(),
+                    pinned: pinned.as_ref(),
+                    approval: approval.as_ref(),
+                },
+            ) else {
+                self.record(
+                    session,
+                    Event::new(
+                        EventKind::McpMessageRefused,
+                        server,
+                        Action::Block,
+                        "tool without a name removed from tools/list",
+                    )
+                    .details(json!({"from": "server"})),
+                );
+                keep.push(false);
+                continue;
+            };
+            let owner = read(&session.registry)
+                .owner_of(server, &decision.name)
+                .map(str::to_owned);
+            if let Some(owner) = owner {
+                check_shadowing(policy, server, &owner, &mut decision);
+            }
+            let stored = match (&decision.pin_write, &decision.pending_write) {
+                (Some(pin), _) => self.pins.pin_tool(server, &decision.name, pin),
+                (None, Some(seen)) => self.pins.set_pending(server, &decision.name, seen),
+                (None, None) => Ok(()),
+            };
+            if let Err(err) = stored {
+                self.store_error(session, server, &err);
+            }
+            keep.push(decision.keep());
+            for event in std::mem::take(&mut decision.events) {
+                self.record(session, event);
+            }
+            write(&session.registry).insert(
+                server,
+                &decision.name,
+                Entry {
+                    hash: decision.hash,
+                    definition: definition.clone(),
+                    categories: decision.categories,
+                    state: decision.state,
+                },
+            );
+        }
+        ListVerdict { keep }
+    }
+}
+
+/// A second server offering a tool name the session already has: the newcomer's tool is the
+/// suspect (a model picks tools by name, and the original came first).
+fn check_shadowing(policy: &McpPolicy, server: &str, owner: &str, d: &mut ListingDecision) {
+    let cross = &policy.cross_server;
+    if !(cross.enabled && cross.shadow_tool.enabled) {
+        return;
+    }
+    let reason = format!(
+        "tool '{}' of server '{server}' shadows the tool of the same name that server '{owner}' registered first",
+        d.name
+    );
+    let event = Event::new(EventKind::McpCrossServer, server, Action::Alert, "")
+        .details(json!({"rule": "shadow_tool", "original_server": owner}));
+    match cross.shadow_tool.action {
+        config::Action::Block => withhold(
+            policy,
+            d,
+            "cross_server/shadow_tool",
+            Hold::Shadowed,
+            reason,
+            event,
+        ),
+        config::Action::Alert => d.events.push(
+            finish(event, d, Action::Alert, reason).rule("cross_server/shadow_tool"),
+        ),
+    }
+    if d.state != ToolState::Trusted {
+        d.pin_write = None;
+    }
+}
 
 /// The fields that make up a definition's hash, for "what changed" reports.
 pub const HASHED_FIELDS: &[&str] = &[
@@ -26,11 +149,14 @@ pub struct Listed<'a> {
     pub previous: Option<&'a Entry>,
     /// The pin (persistent, or this run's when there is no state dir), if any.
     pub pinned: Option<&'a ToolPin>,
+    /// A person's approval despite a detection, if any (it counts for its hash only).
+    pub approval: Option<&'a Approval>,
 }
 
 pub struct ListingDecision {
     pub name: String,
     pub hash: ToolHash,
+    pub categories: Categories,
     pub state: ToolState,
     /// A pin to store (first sight with auto_trust_first, or a change accepted by `allow`).
     pub pin_write: Option<ToolPin>,
@@ -50,9 +176,11 @@ impl ListingDecision {
 pub fn evaluate(policy: &McpPolicy, detector: &Detector, tool: Listed) -> Option<ListingDecision> {
     let name = tool.definition.get("name")?.as_str()?.to_owned();
     let hash = definition_hash(tool.definition);
+    let categories = categorize(&name, Some(tool.definition));
     let mut decision = ListingDecision {
         name,
         hash,
+        categories,
         state: ToolState::Trusted,
         pin_write: None,
         pending_write: None,
@@ -101,6 +229,7 @@ fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
                 policy,
                 d,
                 "version_pinning",
+                Hold::Pin,
                 format!(
                     "tool '{}' is new and not trusted yet (auto_trust_first is off); trust it with `agentshctl mcp pins trust {}:{}`",
                     d.name, tool.server, d.name
@@ -142,7 +271,7 @@ fn check_pin(policy: &McpPolicy, tool: &Listed, d: &mut ListingDecision) {
     match pinning.on_change {
         PinAction::Block => {
             d.pending_write = Some(seen);
-            withhold(policy, d, "version_pinning", reason, event);
+            withhold(policy, d, "version_pinning", Hold::Pin, reason, event);
         }
         PinAction::Alert => {
             d.pending_write = Some(seen);
@@ -189,16 +318,41 @@ fn check_detection(
             n => format!(" and {} more finding(s)", n - 1),
         }
     );
-    let event = Event::new(EventKind::McpDetection, tool.server, Action::Alert, "")
+    let mut event = Event::new(EventKind::McpDetection, tool.server, Action::Alert, "")
         .details(json!({"max_severity": worst, "findings": findings}));
-    match policy.detection.on_detection {
-        config::Action::Block => withhold(policy, d, "detection", reason, event),
-        config::Action::Alert => d.events.push(finish(event, d, Action::Alert, reason)),
+    if let Some(severity) = inspect::max_severity(&findings) {
+        event = event.severity(severity);
+    }
+    let approved = tool
+        .approval
+        .filter(|a| a.hash == d.hash.to_string())
+        .map(|a| a.approved_by.as_str());
+    match (policy.detection.on_detection, approved) {
+        (config::Action::Block, Some(by)) => {
+            let reason = format!("{reason}; let through: approved by {by}");
+            d.events
+                .push(finish(event, d, Action::Alert, reason).rule("detection"));
+        }
+        (config::Action::Block, None) => {
+            let reason = format!(
+                "{reason}; if it is safe, approve it with `agentshctl mcp approve {}:{}`",
+                tool.server, d.name
+            );
+            withhold(policy, d, "detection", Hold::Detection, reason, event);
+        }
+        (config::Action::Alert, _) => d.events.push(finish(event, d, Action::Alert, reason)),
     }
 }
 
 /// Withholds the tool (or, in audit-only mode, records that it would have been).
-fn withhold(policy: &McpPolicy, d: &mut ListingDecision, rule: &str, reason: String, event: Event) {
+fn withhold(
+    policy: &McpPolicy,
+    d: &mut ListingDecision,
+    rule: &str,
+    hold: Hold,
+    reason: String,
+    event: Event,
+) {
     if !policy.enforce_policy {
         let reason = format!("audit-only, would block: {reason}");
         d.events
@@ -210,6 +364,7 @@ fn withhold(policy: &McpPolicy, d: &mut ListingDecision, rule: &str, reason: Str
     // The first block keeps its reason.
     if d.state == ToolState::Trusted {
         d.state = ToolState::Withheld {
+            hold,
             rule: rule.to_owned(),
             reason,
         };
@@ -220,15 +375,6 @@ fn finish(mut event: Event, d: &ListingDecision, action: Action, reason: String)
     event.action = action;
     event.reason = reason;
     event.tool(&d.name).hash(d.hash)
-}
-
-pub fn at_or_above(severity: inspect::Severity, threshold: config::Severity) -> bool {
-    let rank = |s: &str| {
-        ["low", "medium", "high", "critical"]
-            .iter()
-            .position(|x| *x == s)
-    };
-    rank(severity.as_str()) >= rank(threshold.as_str())
 }
 
 /// Which hashed fields differ between two definitions.

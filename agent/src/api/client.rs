@@ -1,0 +1,290 @@
+//! A blocking client of the control socket, and [`RemoteDecider`]: the engine in agentshd as
+//! seen by an interception point.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::protocol::{
+    self, ApiError, BinaryArgs, OutputArgs, PROTOCOL_VERSION, RawResponse, RecordArgs, Request,
+    ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs, ops,
+};
+use crate::audit::Event;
+use crate::engine::{
+    BinaryVerdict, CallVerdict, DecideError, Decider, ListVerdict, OutputVerdict, RequestVerdict,
+    ServerSetup,
+};
+
+/// The socket path when neither `--socket` nor `$AGENTSH_SOCKET` says otherwise.
+pub const SYSTEM_SOCKET: &str = "/run/agentsh/agentsh.sock";
+
+/// How long a request may wait for its answer; past it the caller fails closed.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The default socket: the system one for root, else the user's runtime dir when there is one
+/// and no system daemon listens (an unprivileged development daemon puts its socket there).
+pub fn default_socket_path() -> PathBuf {
+    let system = PathBuf::from(SYSTEM_SOCKET);
+    if nix::unistd::geteuid().is_root() || system.exists() {
+        return system;
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => Path::new(&dir).join("agentsh/agentsh.sock"),
+        _ => system,
+    }
+}
+
+/// `--socket PATH`, else `$AGENTSH_SOCKET`, else the default.
+pub fn socket_path(flag: Option<&Path>) -> PathBuf {
+    if let Some(path) = flag {
+        return path.to_owned();
+    }
+    match std::env::var_os("AGENTSH_SOCKET") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => default_socket_path(),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach agentshd at {path}: {source}")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("agentshd at {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("agentshd at {path} answered something unexpected: {message}")]
+    Protocol { path: PathBuf, message: String },
+    #[error("{0}")]
+    Api(#[from] ApiError),
+}
+
+/// One connection; requests are answered in order.
+pub struct Client {
+    path: PathBuf,
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: u64,
+    line: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Result<Self, ClientError> {
+        let connect = |source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        };
+        let stream = UnixStream::connect(path).map_err(connect)?;
+        stream
+            .set_read_timeout(Some(ANSWER_PATIENCE))
+            .map_err(connect)?;
+        let reader = BufReader::with_capacity(1 << 16, stream.try_clone().map_err(connect)?);
+        Ok(Self {
+            path: path.to_owned(),
+            writer: stream,
+            reader,
+            next_id: 1,
+            line: Vec::new(),
+            out: Vec::with_capacity(4096),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends one request and reads its answer.
+    pub fn call<A: Serialize, R: DeserializeOwned>(
+        &mut self,
+        op: &str,
+        args: &A,
+    ) -> Result<R, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.out.clear();
+        let request = Request {
+            v: PROTOCOL_VERSION,
+            id,
+            op,
+            args,
+        };
+        serde_json::to_writer(&mut self.out, &request).map_err(|e| self.protocol(e))?;
+        self.out.push(b'\n');
+        self.writer.write_all(&self.out).map_err(|e| self.io(e))?;
+
+        self.line.clear();
+        let read = Read::by_ref(&mut self.reader)
+            .take(protocol::MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| self.io(e))?;
+        if read == 0 {
+            return Err(self.io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection",
+            )));
+        }
+        let response: RawResponse = serde_json::from_slice(&self.line).map_err(|e| self.protocol(e))?;
+        if response.id != id || response.v != PROTOCOL_VERSION {
+            return Err(self.protocol(format!(
+                "answer v{} id {} to request v{PROTOCOL_VERSION} id {id}",
+                response.v, response.id
+            )));
+        }
+        match (response.ok, response.error) {
+            (_, Some(error)) => Err(ClientError::Api(error)),
+            (Some(ok), None) => serde_json::from_str(ok.get()).map_err(|e| self.protocol(e)),
+            (None, None) => Err(self.protocol("neither ok nor error")),
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn protocol(&self, message: impl std::fmt::Display) -> ClientError {
+        ClientError::Protocol {
+            path: self.path.clone(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Verdicts from agentshd. Connections are pooled so the shim's two relay directions each
+/// get one without waiting for the other; a broken connection is dropped and the next
+/// request reconnects, while the request that saw it fails closed.
+pub struct RemoteDecider {
+    path: PathBuf,
+    pool: Mutex<Vec<Client>>,
+}
+
+impl RemoteDecider {
+    /// Connects once to check the daemon is there.
+    pub fn connect(path: &Path) -> Result<Self, ClientError> {
+        let client = Client::connect(path)?;
+        Ok(Self {
+            path: path.to_owned(),
+            pool: Mutex::new(vec![client]),
+        })
+    }
+
+    fn call<A: Serialize, R: DeserializeOwned>(&self, op: &str, args: &A) -> Result<R, DecideError> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let mut client = match pooled {
+            Some(client) => client,
+            None => Client::connect(&self.path).map_err(|e| DecideError(e.to_string()))?,
+        };
+        match client.call(op, args) {
+            Ok(answer) => {
+                if let Ok(mut pool) = self.pool.lock() {
+                    pool.push(client);
+                }
+                Ok(answer)
+            }
+            // The connection is fine after an error answer; keep it.
+            Err(ClientError::Api(err)) => {
+                if let Ok(mut pool) = self.pool.lock() {
+                    pool.push(client);
+                }
+                Err(DecideError(format!("agentshd refused: {err}")))
+            }
+            Err(err) => Err(DecideError(err.to_string())),
+        }
+    }
+}
+
+impl Decider for RemoteDecider {
+    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError> {
+        self.call(
+            ops::SERVER_SETUP,
+            &ServerArgs {
+                server: server.to_owned(),
+            },
+        )
+    }
+
+    fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError> {
+        self.call(
+            ops::BINARY,
+            &BinaryArgs {
+                server: server.to_owned(),
+                path: path.to_owned(),
+                sha256: sha256.to_owned(),
+            },
+        )
+    }
+
+    fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError> {
+        self.call(
+            ops::TOOLS_LISTED,
+            &ToolsListedArgs {
+                server: server.to_owned(),
+                tools,
+            },
+        )
+    }
+
+    fn tool_call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<CallVerdict, DecideError> {
+        self.call(
+            ops::TOOL_CALL,
+            &ToolCallArgs {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                arguments,
+            },
+        )
+    }
+
+    fn output(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+        method: &str,
+        output: &Value,
+    ) -> Result<OutputVerdict, DecideError> {
+        self.call(
+            ops::OUTPUT,
+            &OutputArgs {
+                server: server.to_owned(),
+                tool: tool.map(str::to_owned),
+                method: method.to_owned(),
+                output,
+            },
+        )
+    }
+
+    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError> {
+        self.call(
+            ops::SERVER_REQUEST,
+            &ServerRequestArgs {
+                server: server.to_owned(),
+                method: method.to_owned(),
+            },
+        )
+    }
+
+    fn record(&self, event: Event) {
+        let recorded: Result<Value, DecideError> = self.call(ops::RECORD, &RecordArgs { event });
+        if let Err(err) = recorded {
+            eprintln!("agentsh: event not recorded: {err}");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The wire format of the control socket, version 1.
+//!
+//! ```text
+//! -> {"v":1,"id":7,"op":"mcp.tool_call","args":{"server":"fs","tool":"read_file","arguments":{..}}}
+//! <- {"v":1,"id":7,"ok":{"decision":"allow","rule":"default","reason":"no rule matched","enforced":true}}
+//! <- {"v":1,"id":7,"error":{"code":"forbidden","message":"..."}}
+//! ```
+//!
+//! A request with another `v` is answered with `unsupported_version` naming the versions the
+//! daemon speaks; new operations and new optional fields do not change the version.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::audit::Event;
+use crate::store::{EventQuery, SessionRecord};
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest request or response line accepted (tool results travel for inspection).
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A request as read by the daemon: `args` is decoded once `op` is known.
+#[derive(Debug, Deserialize)]
+pub struct RawRequest<'a> {
+    pub v: u32,
+    pub id: u64,
+    pub op: String,
+    #[serde(borrow, default)]
+    pub args: Option<&'a RawValue>,
+}
+
+/// A request as written by a client.
+#[derive(Debug, Serialize)]
+pub struct Request<'a, A: Serialize> {
+    pub v: u32,
+    pub id: u64,
+    pub op: &'a str,
+    pub args: &'a A,
+}
+
+/// A response as read by a client.
+#[derive(Debug, Deserialize)]
+pub struct RawResponse<'a> {
+    pub v: u32,
+    pub id: u64,
+    #[serde(borrow, default)]
+    pub ok: Option<&'a RawValue>,
+    #[serde(default)]
+    pub error: Option<ApiError>,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not a request (bad JSON, missing fields, bad args).
+    BadRequest,
+    UnsupportedVersion,
+    UnknownOp,
+    /// The peer may not do this (not an admin, another session's data).
+    Forbidden,
+    NotFound,
+    /// A policy or other input given with the request does not load.
+    Invalid,
+    /// The daemon failed (store error...).
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Operation names.
+pub mod ops {
+    pub const HELLO: &str = "hello";
+    pub const SERVER_SETUP: &str = "mcp.server_setup";
+    pub const BINARY: &str = "mcp.binary";
+    pub const TOOLS_LISTED: &str = "mcp.tools_listed";
+    pub const TOOL_CALL: &str = "mcp.tool_call";
+    pub const OUTPUT: &str = "mcp.output";
+    pub const SERVER_REQUEST: &str = "mcp.server_request";
+    pub const RECORD: &str = "mcp.record";
+    pub const SESSION_CREATE: &str = "session.create";
+    pub const SESSION_LIST: &str = "session.list";
+    pub const SESSION_REPORT: &str = "session.report";
+    pub const EVENTS: &str = "events.query";
+    pub const TOOLS: &str = "mcp.tools";
+    pub const PINS_LIST: &str = "pins.list";
+    pub const PINS_DIFF: &str = "pins.diff";
+    pub const PINS_TRUST: &str = "pins.trust";
+    pub const PINS_RESET: &str = "pins.reset";
+    pub const APPROVE: &str = "mcp.approve";
+    pub const POLICY_GENERATE: &str = "policy.generate";
+    pub const POLICY_RELOAD: &str = "policy.reload";
+}
+
+// --- hello ---------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HelloArgs {
+    /// Free text for the daemon's log (`agentsh-shim 0.1.0`).
+    #[serde(default)]
+    pub client: String,
+}
+
+/// What the peer is to the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Root, the daemon's own user, or a member of `admin_group`.
+    Admin,
+    /// A process of an agent session: verdicts and its own session only.
+    Session,
+    /// Any other local user: starts sessions, reads the ones it started.
+    User,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    pub daemon: String,
+    pub role: Role,
+    /// The session the peer's verdicts are for (from its cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// What the daemon cannot do here (unprivileged, no cgroup2...), in plain words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limitations: Vec<String>,
+}
+
+// --- verdicts (interception points) ----------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerArgs {
+    pub server: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BinaryArgs {
+    pub server: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolsListedArgs<T = Vec<Value>> {
+    pub server: String,
+    pub tools: T,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCallArgs<A = Option<Map<String, Value>>> {
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: A,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutputArgs<O = Value> {
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub method: String,
+    pub output: O,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerRequestArgs {
+    pub server: String,
+    pub method: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordArgs {
+    pub event: Event,
+}
+
+// --- sessions --------------------------------------------------------------------------------
+
+/// A policy sent with a request: the text, and where it came from (for diagnostics).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicySource {
+    pub origin: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionCreateArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub command: Vec<String>,
+    /// The launcher's child, waiting to exec: the daemon places it in the session. It must be
+    /// a child of the requesting process.
+    pub pid: u32,
+    /// The user the agent will run as (the sudo caller when the launcher drops privileges).
+    pub uid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySource>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionCreated {
+    pub session: SessionRecord,
+    pub launcher: LauncherSettings,
+}
+
+/// What the launcher shims of a session need.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LauncherSettings {
+    pub enabled: bool,
+    /// `custom_servers` of the daemon config: glob and optional id.
+    #[serde(default)]
+    pub custom_servers: Vec<CustomServerSetting>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CustomServerSetting {
+    pub pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionArgs {
+    pub session: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionListArgs {}
+
+/// `session show` / `session report`: the record and what happened in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionReport {
+    pub session: SessionRecord,
+    pub live: bool,
+    pub servers: Vec<ServerSummary>,
+    pub calls: CallCounts,
+    /// Detections by severity (low, medium, high, critical).
+    pub detections: std::collections::BTreeMap<String, u64>,
+    /// Tools whose definition changed during the session.
+    pub tools_changed: Vec<ToolRef>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CallCounts {
+    pub allowed: u64,
+    pub audited: u64,
+    pub alerted: u64,
+    pub blocked: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerSummary {
+    pub server: String,
+    pub tools: Vec<ToolSummary>,
+    pub calls: CallCounts,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolSummary {
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// trusted, or why it is withheld.
+    pub state: String,
+    pub calls: CallCounts,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ToolRef {
+    pub server: String,
+    pub tool: String,
+}
+
+// --- queries and administration ----------------------------------------------------------------
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EventsArgs {
+    pub query: EventQuery,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PinsArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PinEntry {
+    pub server: String,
+    pub tool: String,
+    pub pin: crate::store::ToolPin,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<crate::store::ToolPin>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PinDiff {
+    pub server: String,
+    pub tool: String,
+    pub pinned: crate::store::ToolPin,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<crate::store::ToolPin>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApproveArgs {
+    pub server: String,
+    /// `None`: every tool of the server held back by a detection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Approved {
+    pub approved: Vec<ToolRef>,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Generated {
+    pub policy: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reloaded {
+    pub origin: String,
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,468 @@
+//! Reading the audit trail through agentshd: `mcp tools|servers|calls|events|detections`,
+//! `session list|show|report`, `policy generate`, `mcp approve`. Tables for people, JSON lines
+//! (`--json`) for tools.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use agentsh::api::Client;
+use agentsh::api::protocol::{
+    ApproveArgs, Approved, EventsArgs, Generated, SessionArgs, SessionListArgs, SessionReport, ops,
+};
+use agentsh::audit::{Action, Event, EventKind};
+use agentsh::config::Severity;
+use agentsh::store::EventQuery;
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+/// Filters shared by the event queries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Filters {
+    #[arg(long)]
+    session: Option<String>,
+    #[arg(long)]
+    server: Option<String>,
+    #[arg(long)]
+    tool: Option<String>,
+    /// allow, audit, alert or block.
+    #[arg(long, value_parser = parse_action)]
+    action: Option<Action>,
+    /// Event type, e.g. mcp_tool_called (repeatable).
+    #[arg(long = "type", value_name = "TYPE")]
+    kinds: Vec<EventKind>,
+    /// Only findings at or above: low, medium, high, critical.
+    #[arg(long)]
+    severity: Option<Severity>,
+    /// Only events newer than this, e.g. 30m, 1h, 2d.
+    #[arg(long, value_parser = parse_since)]
+    since: Option<SystemTime>,
+    /// The newest this many.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_action(text: &str) -> Result<Action, String> {
+    serde_json::from_value(json!(text))
+        .map_err(|_| format!("`{text}` is not one of allow, audit, alert, block"))
+}
+
+fn parse_since(text: &str) -> Result<SystemTime, String> {
+    let ago = humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration like 30m, 1h or 2d: {e}"))?;
+    Ok(SystemTime::now() - ago)
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum View {
+    Tools,
+    Servers,
+    Calls,
+    Events,
+    Detections,
+}
+
+fn query_of(filters: &Filters, view: View) -> EventQuery {
+    let kinds = if filters.kinds.is_empty() {
+        match view {
+            View::Tools => vec![
+                EventKind::McpToolSeen,
+                EventKind::McpToolChanged,
+                EventKind::McpDetection,
+                EventKind::McpToolCalled,
+            ],
+            View::Calls => vec![EventKind::McpToolCalled],
+            View::Detections => vec![
+                EventKind::McpDetection,
+                EventKind::McpOutputInspection,
+                EventKind::McpCrossServer,
+                EventKind::McpServerNameSimilarity,
+                EventKind::McpServerBinaryMismatch,
+            ],
+            View::Servers | View::Events => Vec::new(),
+        }
+    } else {
+        filters.kinds.clone()
+    };
+    EventQuery {
+        sessions: filters.session.clone().map(|s| vec![s]),
+        server: filters.server.clone(),
+        tool: filters.tool.clone(),
+        kinds,
+        action: filters.action,
+        min_severity: filters.severity,
+        since: filters.since,
+        limit: match view {
+            View::Tools | View::Servers => None,
+            _ => filters.limit,
+        },
+    }
+}
+
+pub fn events(socket: &Path, filters: &Filters, view: View) -> Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    let events: Vec<Event> = client.call(
+        ops::EVENTS,
+        &EventsArgs {
+            query: query_of(filters, view),
+        },
+    )?;
+    match view {
+        View::Calls | View::Events | View::Detections => print_events(&events, filters.json, view),
+        View::Tools => print_tools(&events, filters.json),
+        View::Servers => print_servers(&events, filters.json),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn time(event: &Event) -> String {
+    humantime::format_rfc3339_seconds(event.timestamp).to_string()
+}
+
+fn short_session(event: &Event) -> &str {
+    event.session.as_deref().unwrap_or("-")
+}
+
+fn print_events(events: &[Event], as_json: bool, view: View) {
+    if as_json {
+        for event in events {
+            println!("{}", serde_json::to_string(event).unwrap_or_default());
+        }
+        return;
+    }
+    println!(
+        "{:<20} {:<14} {:<27} {:<16} {:<20} {:<6} {}",
+        "TIME", "SESSION", "EVENT", "SERVER", "TOOL", "ACTION", "REASON"
+    );
+    for event in events {
+        let what = match (view, event.severity) {
+            (View::Detections, Some(s)) => format!("{} [{}]", event.event.as_str(), s.as_str()),
+            _ => event.event.as_str().to_owned(),
+        };
+        println!(
+            "{:<20} {:<14} {:<27} {:<16} {:<20} {:<6} {}",
+            time(event),
+            short_session(event),
+            what,
+            event.server,
+            event.tool.as_deref().unwrap_or("-"),
+            event.action.to_string(),
+            event.reason
+        );
+    }
+}
+
+#[derive(Default)]
+struct ToolRow {
+    hash: Option<String>,
+    state: String,
+    allowed: u64,
+    blocked: u64,
+    last: Option<SystemTime>,
+}
+
+fn print_tools(events: &[Event], as_json: bool) {
+    let mut rows: BTreeMap<(String, String, String), ToolRow> = BTreeMap::new();
+    for event in events {
+        let Some(tool) = &event.tool else { continue };
+        let key = (
+            short_session(event).to_owned(),
+            event.server.clone(),
+            tool.clone(),
+        );
+        let row = rows.entry(key).or_default();
+        row.last = Some(event.timestamp);
+        if event.hash.is_some() {
+            row.hash.clone_from(&event.hash);
+        }
+        match (event.event, event.action) {
+            (EventKind::McpToolCalled, Action::Block) => row.blocked += 1,
+            (EventKind::McpToolCalled, _) => row.allowed += 1,
+            (_, Action::Block) => {
+                row.state = format!("withheld ({})", event.rule.as_deref().unwrap_or("policy"));
+            }
+            (EventKind::McpToolChanged, _) => row.state = "changed".to_owned(),
+            (EventKind::McpToolSeen, _) => row.state = "listed".to_owned(),
+            _ => {}
+        }
+    }
+    if as_json {
+        for ((session, server, tool), row) in &rows {
+            let line = json!({
+                "session": session, "server": server, "tool": tool, "hash": row.hash,
+                "state": if row.state.is_empty() { "called" } else { row.state.as_str() },
+                "calls_allowed": row.allowed, "calls_blocked": row.blocked,
+                "last_seen": row.last.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            });
+            println!("{line}");
+        }
+        return;
+    }
+    println!(
+        "{:<14} {:<16} {:<24} {:<18} {:>7} {:>7}  STATE",
+        "SESSION", "SERVER", "TOOL", "HASH", "ALLOWED", "BLOCKED"
+    );
+    for ((session, server, tool), row) in &rows {
+        println!(
+            "{:<14} {:<16} {:<24} {:<18} {:>7} {:>7}  {}",
+            session,
+            server,
+            tool,
+            row.hash.as_deref().map_or("-".into(), short_hash),
+            row.allowed,
+            row.blocked,
+            if row.state.is_empty() { "called" } else { &row.state }
+        );
+    }
+}
+
+fn short_hash(hash: &str) -> String {
+    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+    format!("sha256:{}", &hex[..hex.len().min(8)])
+}
+
+fn print_servers(events: &[Event], as_json: bool) {
+    #[derive(Default)]
+    struct Row {
+        sessions: BTreeSet<String>,
+        tools: BTreeSet<String>,
+        allowed: u64,
+        blocked: u64,
+        alerts: u64,
+        last: Option<SystemTime>,
+    }
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for event in events.iter().filter(|e| !e.server.is_empty()) {
+        let row = rows.entry(event.server.clone()).or_default();
+        row.sessions.insert(short_session(event).to_owned());
+        row.last = Some(event.timestamp);
+        if let Some(tool) = &event.tool
+            && matches!(event.event, EventKind::McpToolSeen | EventKind::McpToolChanged)
+        {
+            row.tools.insert(tool.clone());
+        }
+        match (event.event, event.action) {
+            (EventKind::McpToolCalled, Action::Block) => row.blocked += 1,
+            (EventKind::McpToolCalled, _) => row.allowed += 1,
+            (_, Action::Alert | Action::Block) => row.alerts += 1,
+            _ => {}
+        }
+    }
+    if as_json {
+        for (server, row) in &rows {
+            let line = json!({
+                "server": server, "sessions": row.sessions, "tools": row.tools.len(),
+                "calls_allowed": row.allowed, "calls_blocked": row.blocked, "alerts": row.alerts,
+                "last_seen": row.last.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            });
+            println!("{line}");
+        }
+        return;
+    }
+    println!(
+        "{:<20} {:>8} {:>6} {:>8} {:>8} {:>7}  LAST SEEN",
+        "SERVER", "SESSIONS", "TOOLS", "ALLOWED", "BLOCKED", "ALERTS"
+    );
+    for (server, row) in &rows {
+        println!(
+            "{:<20} {:>8} {:>6} {:>8} {:>8} {:>7}  {}",
+            server,
+            row.sessions.len(),
+            row.tools.len(),
+            row.allowed,
+            row.blocked,
+            row.alerts,
+            row.last
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+                .unwrap_or_default()
+        );
+    }
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SessionCommand {
+    /// Sessions, newest first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session: who, what, and counts.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session in full: servers, tools seen and changed, detections, calls.
+    Report {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn session(socket: &Path, command: &SessionCommand) -> Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    match command {
+        SessionCommand::List { json } => {
+            let sessions: Vec<Value> = client.call(ops::SESSION_LIST, &SessionListArgs {})?;
+            if *json {
+                for s in &sessions {
+                    println!("{s}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "{:<14} {:<20} {:<10} {:<6} {:<12} COMMAND",
+                "SESSION", "STARTED", "OWNER", "LIVE", "NAME"
+            );
+            for s in &sessions {
+                let started = s["started_at"].as_u64().map_or_else(String::new, |secs| {
+                    humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+                    )
+                    .to_string()
+                });
+                let command: Vec<&str> = s["command"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                println!(
+                    "{:<14} {:<20} {:<10} {:<6} {:<12} {}",
+                    s["id"].as_str().unwrap_or_default(),
+                    started,
+                    s["owner"].as_str().unwrap_or_default(),
+                    if s["live"].as_bool() == Some(true) { "yes" } else { "no" },
+                    s["name"].as_str().unwrap_or("-"),
+                    command.join(" ")
+                );
+            }
+        }
+        SessionCommand::Show { id, json } | SessionCommand::Report { id, json } => {
+            let report: SessionReport = client.call(
+                ops::SESSION_REPORT,
+                &SessionArgs {
+                    session: id.clone(),
+                },
+            )?;
+            if *json {
+                println!("{}", serde_json::to_string(&report)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            print_report(&report, matches!(command, SessionCommand::Report { .. }));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(r: &SessionReport, full: bool) {
+    let s = &r.session;
+    println!("session   {}{}", s.id, if r.live { " (live)" } else { "" });
+    if let Some(name) = &s.name {
+        println!("name      {name}");
+    }
+    println!("owner     {} (uid {})", s.owner, s.owner_uid);
+    println!("command   {}", s.command.join(" "));
+    println!("policy    {}", s.policy);
+    if let Some(cgroup) = &s.cgroup {
+        println!("cgroup    {cgroup}");
+    }
+    println!(
+        "calls     {} allowed, {} audited, {} alerted, {} blocked",
+        r.calls.allowed, r.calls.audited, r.calls.alerted, r.calls.blocked
+    );
+    let detections: Vec<String> = r
+        .detections
+        .iter()
+        .map(|(severity, n)| format!("{n} {severity}"))
+        .collect();
+    println!("detected  {}", detections.join(", "));
+    println!("servers   {}", r.servers.len());
+    if !full {
+        return;
+    }
+    for server in &r.servers {
+        println!(
+            "\n{} ({} allowed, {} blocked)",
+            server.server, server.calls.allowed, server.calls.blocked
+        );
+        for tool in &server.tools {
+            println!(
+                "  {:<28} {:<18} {:>4} allowed {:>4} blocked  {}",
+                tool.tool,
+                tool.hash.as_deref().map_or("-".into(), short_hash),
+                tool.calls.allowed,
+                tool.calls.blocked,
+                tool.state
+            );
+        }
+    }
+    if !r.tools_changed.is_empty() {
+        println!("\nchanged during the session:");
+        for t in &r.tools_changed {
+            println!("  {}:{}", t.server, t.tool);
+        }
+    }
+}
+
+pub fn generate(socket: &Path, session: &str, out: Option<&PathBuf>) -> Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    let generated: Generated = client.call(
+        ops::POLICY_GENERATE,
+        &SessionArgs {
+            session: session.to_owned(),
+        },
+    )?;
+    match out {
+        Some(path) => {
+            std::fs::write(path, &generated.policy)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{}", generated.policy),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApproveCli {
+    /// SERVER:TOOL held back by a detection.
+    target: Option<String>,
+    /// With --all: every tool of this server held back by a detection.
+    #[arg(long, requires = "all")]
+    server: Option<String>,
+    #[arg(long, requires = "server")]
+    all: bool,
+}
+
+pub fn approve(socket: &Path, args: &ApproveCli) -> Result<ExitCode> {
+    let request = match (&args.target, &args.server, args.all) {
+        (Some(target), None, false) => {
+            let (server, tool) = target
+                .split_once(':')
+                .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+                .with_context(|| format!("`{target}` is not SERVER:TOOL"))?;
+            ApproveArgs {
+                server: server.to_owned(),
+                tool: Some(tool.to_owned()),
+            }
+        }
+        (None, Some(server), true) => ApproveArgs {
+            server: server.clone(),
+            tool: None,
+        },
+        _ => bail!("give SERVER:TOOL, or --server SERVER --all"),
+    };
+    let mut client = Client::connect(socket)?;
+    let approved: Approved = client.call(ops::APPROVE, &request)?;
+    for t in &approved.approved {
+        println!(
+            "{}:{} approved by {}; clients see it on their next tools/list",
+            t.server, t.tool, approved.by
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

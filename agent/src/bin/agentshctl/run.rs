@@ -1,0 +1,327 @@
+//! `agentshctl run [--policy FILE] [--name NAME] -- CMD ARGS...`: start an agent in a session.
+//!
+//! The launcher forks; the child waits on a pipe while agentshd creates the session and moves
+//! the child into its cgroup; then the child drops to the invoking user (when started through
+//! sudo) and execs the agent, with launcher shims first on its PATH so the MCP servers it starts
+//! are guarded. The launcher forwards signals, becomes the child subreaper (so orphans stay in
+//! the session's process tree), and exits the way the agent did.
+
+use std::ffi::{CString, OsString};
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agentsh::api::Client;
+use agentsh::api::protocol::{PolicySource, SessionCreateArgs, SessionCreated, ops};
+use anyhow::{Context as _, Result, bail};
+use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, Uid, User, fork};
+
+/// Launchers that start MCP servers; each gets a shim of the same name.
+pub const LAUNCHERS: &[&str] = &["npx", "uvx", "node", "python", "python3", "docker"];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run the session under this policy instead of the daemon's (administrators, or when the
+    /// daemon allows it).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// A name for the session, shown by `agentshctl session list`.
+    #[arg(long)]
+    name: Option<String>,
+    /// Do not put launcher shims on the agent's PATH.
+    #[arg(long)]
+    no_launchers: bool,
+    /// The agent and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    let policy = match &args.policy {
+        None => None,
+        Some(path) => Some(PolicySource {
+            origin: path.display().to_string(),
+            text: std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read policy {}", path.display()))?,
+        }),
+    };
+    let target = target_user()?;
+    let shim = sibling_binary("agentsh-shim")?;
+    let argv: Vec<CString> = args
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .context("an argument contains a NUL byte")?;
+
+    let mut signals = SigSet::empty();
+    for &sig in FORWARDED {
+        signals.add(sig);
+    }
+    // Blocked before fork: the child unblocks them right before exec; we take them with sigwait.
+    signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)?;
+    // Orphans of the agent re-parent to us, so they stay in the session's process tree; and
+    // the agent (same user, outside root) must not ptrace this process, which stands outside
+    // the session and could speak to the daemon as its user.
+    // SAFETY: prctl with these options takes plain integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+
+    let (go_read, go_write) = nix::unistd::pipe()?;
+    // SAFETY: this process is single-threaded here (no runtime, no helper threads), so the
+    // child may allocate before exec.
+    let child = match unsafe { fork() }? {
+        ForkResult::Child => {
+            drop(go_write);
+            child_main(go_read, &argv, &signals, target.as_ref());
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(go_read);
+    let mut go = std::fs::File::from(go_write);
+
+    let created: Result<SessionCreated> = client
+        .call(
+            ops::SESSION_CREATE,
+            &SessionCreateArgs {
+                name: args.name.clone(),
+                command: args
+                    .command
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+                pid: child.as_raw() as u32,
+                uid: target.as_ref().map_or_else(|| Uid::current().as_raw(), |u| u.uid.as_raw()),
+                policy,
+            },
+        )
+        .map_err(anyhow::Error::from);
+    let created = match created {
+        Ok(created) => created,
+        Err(err) => {
+            // The child never runs outside a session: tell it to give up.
+            let _ = go.write_all(b"abort\n");
+            drop(go);
+            let _ = waitpid(child, None);
+            return Err(err.context("the daemon did not start the session; the agent was not run"));
+        }
+    };
+    // Nothing more to ask: the connection goes before the agent runs.
+    drop(client);
+    let session = &created.session;
+    let launcher_dir = if created.launcher.enabled && !args.no_launchers {
+        Some(make_launcher_dir(session.id.as_str(), &shim, &created, target.as_ref())?)
+    } else {
+        None
+    };
+    let mut message = format!("go\n{}\n{}\n", session.id, socket.display());
+    if let Some(dir) = &launcher_dir {
+        message.push_str(&dir.display().to_string());
+    }
+    message.push('\n');
+    go.write_all(message.as_bytes())?;
+    drop(go);
+    eprintln!(
+        "agentshctl: session {} started{}",
+        session.id,
+        session
+            .cgroup
+            .as_ref()
+            .map_or_else(String::new, |c| format!(" (cgroup {c})"))
+    );
+
+    let status = wait_forwarding(child, &signals)?;
+    if let Some(dir) = &launcher_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    exit_like(status)
+}
+
+/// The user to run the agent as: the sudo caller when root was reached through sudo.
+fn target_user() -> Result<Option<User>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let Some(uid) = std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok()) else {
+        return Ok(None);
+    };
+    if uid == 0 {
+        return Ok(None);
+    }
+    User::from_uid(Uid::from_raw(uid))?
+        .map(Some)
+        .with_context(|| format!("SUDO_UID {uid} names no user"))
+}
+
+/// A program installed next to this one.
+fn sibling_binary(name: &str) -> Result<PathBuf> {
+    let me = std::env::current_exe().context("finding agentshctl's own path")?;
+    let path = me.with_file_name(name);
+    if !path.is_file() {
+        bail!("{} not found next to {}", name, me.display());
+    }
+    Ok(path)
+}
+
+/// A directory with one symlink per launcher to agentsh-shim (which acts by its argv[0]) and
+/// the daemon's custom server patterns, readable by the agent's user.
+fn make_launcher_dir(
+    session: &str,
+    shim: &Path,
+    created: &SessionCreated,
+    target: Option<&User>,
+) -> Result<PathBuf> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|_| target.is_none())
+        .map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!("agentsh-launchers-{session}"));
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    for name in LAUNCHERS {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(shim, &link)
+            .with_context(|| format!("cannot create {}", link.display()))?;
+    }
+    std::fs::write(
+        dir.join("servers.json"),
+        serde_json::to_vec(&created.launcher.custom_servers)?,
+    )?;
+    if let Some(user) = target {
+        nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))?;
+    }
+    Ok(dir)
+}
+
+/// In the forked child: wait for the daemon's answer, then become the agent.
+fn child_main(
+    go: std::os::fd::OwnedFd,
+    argv: &[CString],
+    signals: &SigSet,
+    target: Option<&User>,
+) -> ! {
+    let mut message = String::new();
+    let read = std::fs::File::from(go).read_to_string(&mut message);
+    let mut lines = message.lines();
+    if read.is_err() || lines.next() != Some("go") {
+        // SAFETY: _exit is always safe; nothing of the parent's state must run here.
+        unsafe { libc::_exit(126) };
+    }
+    let session = lines.next().unwrap_or_default().to_owned();
+    let socket = lines.next().unwrap_or_default().to_owned();
+    let launcher_dir = lines.next().filter(|l| !l.is_empty()).map(str::to_owned);
+
+    // SAFETY (all set_var calls): the child is single-threaded.
+    unsafe {
+        std::env::set_var("AGENTSH_SESSION", &session);
+        std::env::set_var("AGENTSH_SOCKET", &socket);
+        if let Some(dir) = &launcher_dir {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut parts = vec![PathBuf::from(dir)];
+            parts.extend(std::env::split_paths(&path));
+            if let Ok(joined) = std::env::join_paths(parts) {
+                std::env::set_var("PATH", joined);
+            }
+            std::env::set_var("AGENTSH_LAUNCHER_DIR", dir);
+        }
+    }
+    if let Some(user) = target
+        && let Err(err) = drop_privileges(user)
+    {
+        eprintln!("agentshctl: cannot drop to {}: {err}", user.name);
+        // SAFETY: see above.
+        unsafe { libc::_exit(126) };
+    }
+    let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(signals), None);
+    let err = nix::unistd::execvp(&argv[0], argv).unwrap_err();
+    eprintln!(
+        "agentshctl: cannot run {}: {err}",
+        argv[0].to_string_lossy()
+    );
+    // 127: command not found, as shells report it.
+    // SAFETY: see above.
+    unsafe { libc::_exit(if err == nix::errno::Errno::ENOENT { 127 } else { 126 }) }
+}
+
+fn drop_privileges(user: &User) -> nix::Result<()> {
+    let name = CString::new(user.name.as_bytes()).map_err(|_| nix::errno::Errno::EINVAL)?;
+    nix::unistd::initgroups(&name, user.gid)?;
+    nix::unistd::setgid(user.gid)?;
+    nix::unistd::setuid(user.uid)?;
+    // SAFETY: the child is single-threaded.
+    unsafe {
+        std::env::set_var("HOME", &user.dir);
+        std::env::set_var("USER", &user.name);
+        std::env::set_var("LOGNAME", &user.name);
+    }
+    Ok(())
+}
+
+/// Relays signals to the agent until it ends; reaps orphans re-parented to us on the way.
+fn wait_forwarding(child: Pid, signals: &SigSet) -> Result<std::process::ExitStatus> {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            match waitpid(Pid::from_raw(-1), None) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                    let _ = done_tx.send(std::process::ExitStatus::from_raw(code << 8));
+                    return;
+                }
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                    let _ = done_tx.send(std::process::ExitStatus::from_raw(sig as i32));
+                    return;
+                }
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    let signals = *signals;
+    std::thread::spawn(move || {
+        while let Ok(sig) = signals.wait() {
+            let _ = signal::kill(child, sig);
+        }
+    });
+    done_rx
+        .recv()
+        .context("lost track of the agent process")
+}
+
+/// Ends this process the way the agent ended: same exit code, or the same signal.
+fn exit_like(status: std::process::ExitStatus) -> Result<ExitCode> {
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    if let Some(raw) = status.signal()
+        && let Ok(sig) = Signal::try_from(raw)
+    {
+        // SAFETY: installing SIG_DFL has no preconditions.
+        unsafe {
+            let _ = signal::signal(sig, signal::SigHandler::SigDfl);
+        }
+        let mut set = SigSet::empty();
+        set.add(sig);
+        let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+        let _ = signal::raise(sig);
+        std::process::exit(128 + raw);
+    }
+    Ok(ExitCode::from(1))
+}

@@ -1,0 +1,487 @@
+//! One request in, one response line out; who may do what.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use super::peer::unmanaged_session;
+use super::{Daemon, Peer, report};
+use crate::api::protocol::{
+    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, Generated, Hello,
+    OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs, Role,
+    ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs, SessionCreated, ToolCallArgs,
+    ToolRef, ToolsListedArgs, ops,
+};
+use crate::audit::{Action, Event, EventKind};
+use crate::engine::Rules;
+use crate::store::{EventQuery, SessionRecord, now_secs};
+
+type Answer = Result<Vec<u8>, ApiError>;
+
+/// Answers one request line (the response line ends with `\n`).
+pub fn handle(daemon: &Daemon, peer: &Peer, line: &[u8]) -> Vec<u8> {
+    let request: RawRequest = match serde_json::from_slice(line) {
+        Ok(r) => r,
+        Err(err) => {
+            let message = format!("not a request: {err}");
+            return respond(0, Err(ApiError::new(ErrorCode::BadRequest, message)));
+        }
+    };
+    if request.v != PROTOCOL_VERSION {
+        let message = format!(
+            "protocol version {} is not supported; this daemon speaks {PROTOCOL_VERSION}",
+            request.v
+        );
+        return respond(
+            request.id,
+            Err(ApiError::new(ErrorCode::UnsupportedVersion, message)),
+        );
+    }
+    respond(request.id, dispatch(daemon, peer, &request))
+}
+
+/// The answer to a request line longer than the protocol allows.
+pub fn oversize() -> Vec<u8> {
+    respond(
+        0,
+        Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "request line too long",
+        )),
+    )
+}
+
+fn respond(id: u64, answer: Answer) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(format!("{{\"v\":{PROTOCOL_VERSION},\"id\":{id},").as_bytes());
+    match answer {
+        Ok(ok) => {
+            out.extend_from_slice(b"\"ok\":");
+            out.extend_from_slice(&ok);
+        }
+        Err(err) => {
+            out.extend_from_slice(b"\"error\":");
+            // An error of two strings always serialises.
+            out.extend_from_slice(&serde_json::to_vec(&err).unwrap_or_else(|_| b"{}".to_vec()));
+        }
+    }
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+fn ok<T: Serialize>(value: &T) -> Answer {
+    serde_json::to_vec(value).map_err(|e| internal(format!("cannot encode the answer: {e}")))
+}
+
+fn args<T: DeserializeOwned>(raw: Option<&RawValue>) -> Result<T, ApiError> {
+    let text = raw.map_or("{}", RawValue::get);
+    serde_json::from_str(text)
+        .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("bad args: {e}")))
+}
+
+fn internal(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::Internal, message)
+}
+
+fn forbidden(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::Forbidden, message)
+}
+
+fn admin_only(peer: &Peer, what: &str) -> Result<(), ApiError> {
+    if peer.is_admin() {
+        return Ok(());
+    }
+    Err(forbidden(format!(
+        "{what} needs an administrator (root, or a member of the admin group); {} is not one",
+        peer.user
+    )))
+}
+
+fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
+    let raw = request.args;
+    let engine = &daemon.engine;
+    match request.op.as_str() {
+        ops::HELLO => ok(&Hello {
+            protocol: PROTOCOL_VERSION,
+            daemon: format!("agentshd {}", env!("CARGO_PKG_VERSION")),
+            role: peer.role,
+            session: peer.session.clone(),
+            limitations: daemon.limitations.clone(),
+        }),
+        ops::SERVER_SETUP => {
+            let a: ServerArgs = args(raw)?;
+            ok(&engine.server_setup(&verdict_session(daemon, peer), &a.server))
+        }
+        ops::BINARY => {
+            let a: BinaryArgs = args(raw)?;
+            let verdict = engine
+                .binary(&verdict_session(daemon, peer), &a.server, &a.path, &a.sha256)
+                .map_err(|e| internal(e.0))?;
+            ok(&verdict)
+        }
+        ops::TOOLS_LISTED => {
+            let a: ToolsListedArgs = args(raw)?;
+            ok(&engine.tools_listed(&verdict_session(daemon, peer), &a.server, &a.tools))
+        }
+        ops::TOOL_CALL => {
+            let a: ToolCallArgs = args(raw)?;
+            ok(&engine.tool_call(
+                &verdict_session(daemon, peer),
+                &a.server,
+                &a.tool,
+                a.arguments.as_ref(),
+            ))
+        }
+        ops::OUTPUT => {
+            let a: OutputArgs = args(raw)?;
+            ok(&engine.output(
+                &verdict_session(daemon, peer),
+                &a.server,
+                a.tool.as_deref(),
+                &a.method,
+                &a.output,
+            ))
+        }
+        ops::SERVER_REQUEST => {
+            let a: ServerRequestArgs = args(raw)?;
+            ok(&engine.server_request(&verdict_session(daemon, peer), &a.server, &a.method))
+        }
+        ops::RECORD => {
+            let a: RecordArgs = args(raw)?;
+            let mut event = a.event;
+            // The session is the kernel's answer, whatever the event claims.
+            event.session = Some(peer.verdict_session());
+            event.seq = None;
+            engine.record(&verdict_session(daemon, peer), event);
+            ok(&serde_json::json!({}))
+        }
+        ops::SESSION_CREATE => create_session(daemon, peer, args(raw)?),
+        ops::SESSION_LIST => {
+            let sessions: Vec<SessionRecord> = daemon
+                .log
+                .sessions()
+                .map_err(|e| internal(e.to_string()))?
+                .into_iter()
+                .filter(|s| readable(peer, s))
+                .collect();
+            let listed: Vec<serde_json::Value> = sessions
+                .iter()
+                .map(|s| {
+                    let mut v = serde_json::to_value(s).unwrap_or_default();
+                    v["live"] = daemon.sessions.is_live(&s.id).into();
+                    v
+                })
+                .collect();
+            ok(&listed)
+        }
+        ops::SESSION_REPORT => {
+            let a: SessionArgs = args(raw)?;
+            let record = readable_session(daemon, peer, &a.session)?;
+            ok(&report::build(daemon, &record).map_err(|e| internal(e.to_string()))?)
+        }
+        ops::EVENTS => {
+            let a: EventsArgs = args(raw)?;
+            let query = restrict(daemon, peer, a.query)?;
+            ok(&daemon
+                .log
+                .query(&query)
+                .map_err(|e| internal(e.to_string()))?)
+        }
+        ops::PINS_LIST => {
+            let a: PinsArgs = args(raw)?;
+            pins_list(daemon, peer, &a)
+        }
+        ops::PINS_DIFF => {
+            let a: PinsArgs = args(raw)?;
+            let (Some(server), Some(tool)) = (a.server, a.tool) else {
+                return Err(ApiError::new(ErrorCode::BadRequest, "pins.diff needs server and tool"));
+            };
+            let store = pin_store(daemon)?;
+            let pinned = store
+                .tool_pin(&server, &tool)
+                .map_err(|e| internal(e.to_string()))?
+                .ok_or_else(|| {
+                    ApiError::new(ErrorCode::NotFound, format!("no pin for {server}:{tool}"))
+                })?;
+            let pending = store
+                .pending(&server, &tool)
+                .map_err(|e| internal(e.to_string()))?;
+            ok(&PinDiff {
+                server,
+                tool,
+                pinned,
+                pending,
+            })
+        }
+        ops::PINS_TRUST => {
+            admin_only(peer, "trusting a definition")?;
+            let a: PinsArgs = args(raw)?;
+            let (Some(server), Some(tool)) = (a.server, a.tool) else {
+                return Err(ApiError::new(ErrorCode::BadRequest, "pins.trust needs server and tool"));
+            };
+            let pin = engine
+                .trust(&server, &tool, &peer.user)
+                .map_err(|e| internal(e.to_string()))?
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::NotFound,
+                        format!("no changed definition of {server}:{tool} is waiting to be trusted"),
+                    )
+                })?;
+            ok(&pin)
+        }
+        ops::PINS_RESET => {
+            admin_only(peer, "resetting pins")?;
+            let a: PinsArgs = args(raw)?;
+            let Some(server) = a.server else {
+                return Err(ApiError::new(ErrorCode::BadRequest, "pins.reset needs a server"));
+            };
+            let removed = pin_store(daemon)?
+                .reset(&server, a.tool.as_deref())
+                .map_err(|e| internal(e.to_string()))?;
+            engine.record_global(
+                Event::new(
+                    EventKind::McpPinTrusted,
+                    &server,
+                    Action::Alert,
+                    format!("{removed} pin(s) reset by {}", peer.user),
+                )
+                .details(serde_json::json!({"reset_by": peer.user, "tool": a.tool})),
+            );
+            ok(&serde_json::json!({"removed": removed}))
+        }
+        ops::APPROVE => {
+            admin_only(peer, "approving a tool")?;
+            let a: ApproveArgs = args(raw)?;
+            let approved = engine
+                .approve(&a.server, a.tool.as_deref(), &peer.user)
+                .map_err(|e| internal(e.to_string()))?;
+            if approved.is_empty() {
+                let what = a.tool.map_or_else(
+                    || format!("no tool of server '{}'", a.server),
+                    |t| format!("tool '{}:{t}'", a.server),
+                );
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    format!("{what} is held back by a detection in a live session"),
+                ));
+            }
+            ok(&Approved {
+                approved: approved
+                    .into_iter()
+                    .map(|(tool, _)| ToolRef {
+                        server: a.server.clone(),
+                        tool,
+                    })
+                    .collect(),
+                by: peer.user.clone(),
+            })
+        }
+        ops::POLICY_GENERATE => {
+            let a: SessionArgs = args(raw)?;
+            let record = readable_session(daemon, peer, &a.session)?;
+            let policy = report::generate_policy(daemon, &record).map_err(|e| internal(e.to_string()))?;
+            ok(&Generated { policy })
+        }
+        ops::POLICY_RELOAD => {
+            admin_only(peer, "reloading the policy")?;
+            ok(&daemon.reload_policy().map_err(|e| ApiError::new(ErrorCode::Invalid, e))?)
+        }
+        other => Err(ApiError::new(
+            ErrorCode::UnknownOp,
+            format!("unknown operation `{other}`"),
+        )),
+    }
+}
+
+/// The engine session for a peer's verdicts. A shim outside any session gets its user's
+/// unmanaged session, recorded the first time it is used.
+fn verdict_session(daemon: &Daemon, peer: &Peer) -> std::sync::Arc<crate::engine::Session> {
+    let id = peer.verdict_session();
+    if peer.session.is_none() {
+        daemon.note_unmanaged(&id, peer);
+    }
+    daemon.engine.session(Some(&id))
+}
+
+/// Whether the peer may read this session.
+fn readable(peer: &Peer, session: &SessionRecord) -> bool {
+    match peer.role {
+        Role::Admin => true,
+        Role::Session => peer.session.as_deref() == Some(session.id.as_str()),
+        Role::User => session.owner_uid == peer.uid,
+    }
+}
+
+fn readable_session(daemon: &Daemon, peer: &Peer, id: &str) -> Result<SessionRecord, ApiError> {
+    let record = daemon
+        .log
+        .session(id)
+        .map_err(|e| internal(e.to_string()))?;
+    match record {
+        Some(record) if readable(peer, &record) => Ok(record),
+        // Not saying whether it exists: a session's processes may not probe for others.
+        _ if peer.role == Role::Session => Err(forbidden(format!(
+            "a session's processes may only read their own session ({})",
+            peer.session.as_deref().unwrap_or_default()
+        ))),
+        Some(_) => Err(forbidden(format!("session {id} belongs to another user"))),
+        None => Err(ApiError::new(ErrorCode::NotFound, format!("no session {id}"))),
+    }
+}
+
+/// Narrows a query to what the peer may read.
+fn restrict(daemon: &Daemon, peer: &Peer, mut query: EventQuery) -> Result<EventQuery, ApiError> {
+    let allowed: Vec<String> = match peer.role {
+        Role::Admin => return Ok(query),
+        Role::Session => peer.session.iter().cloned().collect(),
+        Role::User => {
+            let mut own: Vec<String> = daemon
+                .log
+                .sessions()
+                .map_err(|e| internal(e.to_string()))?
+                .into_iter()
+                .filter(|s| s.owner_uid == peer.uid)
+                .map(|s| s.id)
+                .collect();
+            own.push(unmanaged_session(peer.uid));
+            own
+        }
+    };
+    match &query.sessions {
+        Some(asked) => {
+            if let Some(other) = asked.iter().find(|s| !allowed.contains(s)) {
+                return Err(forbidden(match peer.role {
+                    Role::Session => format!(
+                        "a session's processes may only read their own session, not {other}"
+                    ),
+                    _ => format!("session {other} belongs to another user"),
+                }));
+            }
+        }
+        None => query.sessions = Some(allowed),
+    }
+    Ok(query)
+}
+
+fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer {
+    if peer.role == Role::Session {
+        return Err(forbidden(
+            "a session's processes cannot start sessions (that would leave the current one)",
+        ));
+    }
+    if a.uid != peer.uid && peer.uid != 0 {
+        return Err(forbidden(format!(
+            "uid {} may not start a session for uid {}",
+            peer.uid, a.uid
+        )));
+    }
+    let rules = match &a.policy {
+        None => None,
+        Some(_) if !(peer.is_admin() || daemon.settings.allow_user_policy) => {
+            return Err(forbidden(
+                "only administrators may choose a session's policy (sessions.allow_user_policy is off)",
+            ));
+        }
+        Some(source) => {
+            let policy = crate::config::load_str(&source.text, &source.origin)
+                .map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?;
+            Some(Rules::compile(policy).map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?)
+        }
+    };
+    let id = crate::session::new_id();
+    let cgroup = daemon
+        .sessions
+        .create(&id, a.pid, peer.pid, a.uid)
+        .map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?;
+    let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(a.uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {}", a.uid), |u| u.name);
+    let record = SessionRecord {
+        id: id.clone(),
+        name: a.name,
+        owner_uid: a.uid,
+        owner,
+        command: a.command,
+        cgroup,
+        policy: rules
+            .as_ref()
+            .map_or_else(|| daemon.engine.rules().policy.origin.clone(), |r| r.policy.origin.clone()),
+        started_at: now_secs(),
+        ended_at: None,
+    };
+    daemon
+        .log
+        .put_session(&record)
+        .map_err(|e| internal(e.to_string()))?;
+    let session = daemon.engine.open_session(Some(&id), rules);
+    daemon.engine.record(
+        &session,
+        Event::new(
+            EventKind::SessionStarted,
+            "",
+            Action::Allow,
+            format!("session started by {} for {}", peer.user, record.owner),
+        )
+        .details(serde_json::json!({
+            "command": record.command,
+            "cgroup": record.cgroup,
+            "policy": record.policy,
+            "name": record.name,
+        })),
+    );
+    ok(&SessionCreated {
+        session: record,
+        launcher: daemon.settings.launcher.clone(),
+    })
+}
+
+fn pin_store(daemon: &Daemon) -> Result<&crate::store::PinStore, ApiError> {
+    daemon
+        .engine
+        .pin_store()
+        .ok_or_else(|| internal("this daemon keeps no pins"))
+}
+
+fn pins_list(daemon: &Daemon, peer: &Peer, a: &PinsArgs) -> Answer {
+    if peer.role == Role::Session {
+        return Err(forbidden("a session's processes may not list pins"));
+    }
+    let store = pin_store(daemon)?;
+    let mut entries = Vec::new();
+    for (server, tool, pin) in store.all_tool_pins().map_err(|e| internal(e.to_string()))? {
+        if a.server.as_ref().is_some_and(|s| *s != server)
+            || a.tool.as_ref().is_some_and(|t| *t != tool)
+        {
+            continue;
+        }
+        let pending = store
+            .pending(&server, &tool)
+            .map_err(|e| internal(e.to_string()))?;
+        entries.push(PinEntry {
+            server,
+            tool,
+            pin,
+            pending,
+        });
+    }
+    ok(&entries)
+}
+
+/// Records the end of a session and forgets its engine state.
+pub fn end_session(daemon: &Daemon, id: &str) {
+    if let Some(session) = daemon.engine.find_session(id) {
+        daemon.engine.record(
+            &session,
+            Event::new(EventKind::SessionEnded, "", Action::Allow, "session cgroup emptied"),
+        );
+    }
+    daemon.engine.close_session(id);
+    if let Ok(Some(mut record)) = daemon.log.session(id) {
+        record.ended_at = Some(now_secs());
+        if let Err(err) = daemon.log.put_session(&record) {
+            eprintln!("agentshd: cannot record the end of session {id}: {err}");
+        }
+    }
+}

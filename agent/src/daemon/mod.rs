@@ -1,0 +1,117 @@
+//! agentshd's control socket service: who is asking (peer credentials and cgroup), what they
+//! may do, and the answer to each operation. The engine, the event log and the sessions are
+//! shared by all connections.
+
+mod handlers;
+pub mod peer;
+pub mod report;
+mod server;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+pub use peer::Peer;
+pub use server::{Listener, serve};
+
+use crate::api::protocol::{LauncherSettings, Reloaded};
+use crate::audit::{Action, Event, EventKind};
+use crate::engine::{Engine, Rules};
+use crate::session::Sessions;
+use crate::store::{EventLog, SessionRecord, now_secs};
+
+/// Who administers, and what sessions may choose.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Members of this group administer (root and the daemon's own user always do).
+    pub admin_gid: Option<u32>,
+    /// Whether a non-admin may start a session under its own policy.
+    pub allow_user_policy: bool,
+    pub launcher: LauncherSettings,
+}
+
+/// Everything a request handler needs.
+pub struct Daemon {
+    pub engine: Arc<Engine>,
+    pub log: Arc<EventLog>,
+    pub sessions: Sessions,
+    pub settings: Settings,
+    /// What this daemon cannot do here, in plain words (told to every client at hello).
+    pub limitations: Vec<String>,
+    /// The default policy's file, read again on reload.
+    pub policy_path: PathBuf,
+    /// Unmanaged sessions already recorded.
+    pub unmanaged: Mutex<HashSet<String>>,
+}
+
+impl Daemon {
+    /// Ends the sessions whose cgroup emptied (or whose launcher exited): records their end
+    /// and forgets their engine state. Called periodically by the daemon.
+    pub fn reap_sessions(&self) {
+        for id in self.sessions.reap() {
+            handlers::end_session(self, &id);
+        }
+    }
+
+    /// Loads the default policy again. A policy that fails to load leaves the last good one
+    /// in force; the error says why.
+    pub fn reload_policy(&self) -> Result<Reloaded, String> {
+        let loaded = crate::config::load_file(&self.policy_path)
+            .map_err(|e| e.to_string())
+            .and_then(|policy| {
+                let warnings = policy.warnings.iter().map(ToString::to_string).collect();
+                Rules::compile(policy)
+                    .map(|rules| (rules, warnings))
+                    .map_err(|e| e.to_string())
+            });
+        match loaded {
+            Ok((rules, warnings)) => {
+                let origin = rules.policy.origin.clone();
+                self.engine.reload(rules);
+                self.engine.record_global(Event::new(
+                    EventKind::PolicyLoaded,
+                    "",
+                    Action::Allow,
+                    format!("policy reloaded from {origin}"),
+                ));
+                Ok(Reloaded { origin, warnings })
+            }
+            Err(err) => {
+                let reason = format!("policy not reloaded, the last good one stays in force: {err}");
+                self.engine.record_global(Event::new(
+                    EventKind::PolicyLoaded,
+                    "",
+                    Action::Block,
+                    reason.clone(),
+                ));
+                Err(reason)
+            }
+        }
+    }
+
+    /// Records the unmanaged session of a shim's user the first time it asks.
+    fn note_unmanaged(&self, id: &str, peer: &Peer) {
+        let first = self
+            .unmanaged
+            .lock()
+            .map(|mut seen| seen.insert(id.to_owned()))
+            .unwrap_or(false);
+        if !first || matches!(self.log.session(id), Ok(Some(_))) {
+            return;
+        }
+        let record = SessionRecord {
+            id: id.to_owned(),
+            name: Some(format!("shims of {} outside agentshctl run", peer.user)),
+            owner_uid: peer.uid,
+            owner: peer.user.clone(),
+            command: Vec::new(),
+            cgroup: None,
+            policy: self.engine.rules().policy.origin.clone(),
+            started_at: now_secs(),
+            ended_at: None,
+        };
+        if let Err(err) = self.log.put_session(&record) {
+            eprintln!("agentshd: cannot record session {id}: {err}");
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The decision chain for one tools/call, in the design's order; the first block wins:
+//!
+//! 1. registry: the server is held back (look-alike name), the tool is held back (detection,
+//!    shadowing), or it was never listed under `fail_closed`;
+//! 2. cross-server rules over the session's history (read_then_send, cross_server_flow, burst);
+//! 3. the server's rate limit (token bucket);
+//! 4. version pin: a changed definition not yet trusted;
+//! 5. server policy, then tool policy and argument rules ([`policy::decide_call`]).
+//!
+//! Only a call that is let through counts in the history as a read or a send.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use super::{CallVerdict, Engine, Session, lock, read};
+use crate::analyzer::{CallContext, categorize};
+use crate::audit::{Action, Event, EventKind};
+use crate::config::{self, Decision, McpPolicy};
+use crate::policy::{self, CallRequest, ToolStatus, Verdict};
+use crate::registry::{Hold, ToolState};
+
+/// What the registry says about the called tool, copied out of the lock.
+struct Known {
+    hash: Option<crate::mcp::ToolHash>,
+    categories: crate::analyzer::Categories,
+    /// A hold that decides at the registry step.
+    registry_hold: Option<(String, String)>,
+    /// A changed definition waiting for trust (decides at the version pin step).
+    pin_hold: Option<(String, String)>,
+}
+
+impl Engine {
+    /// Decides one tools/call of `tool` on `server`, and records it.
+    pub fn tool_call(
+        &self,
+        session: &Session,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> CallVerdict {
+        let rules = session.rules();
+        let policy = rules.mcp();
+        self.register_server(session, &rules, server);
+        let known = self.known(session, server, tool);
+        let now = Instant::now();
+        let call = CallContext {
+            server,
+            tool,
+            categories: known.categories,
+            arguments,
+            now,
+        };
+
+        let verdict = self
+            .registry_step(policy, server, tool, &known)
+            .or_else(|| self.cross_server_step(session, policy, &call))
+            .or_else(|| self.rate_limit_step(session, policy, server, now))
+            .unwrap_or_else(|| {
+                let status = match (&known.pin_hold, &known.hash) {
+                    (Some((rule, reason)), Some(hash)) => ToolStatus::Withheld { hash, rule, reason },
+                    (_, Some(hash)) => ToolStatus::Listed(hash),
+                    (_, None) => ToolStatus::Unlisted,
+                };
+                policy::decide_call(
+                    policy,
+                    &CallRequest {
+                        server,
+                        tool,
+                        arguments,
+                        status,
+                    },
+                )
+            });
+        let verdict = audit_only(policy, verdict);
+        if !(verdict.decision == Decision::Block && verdict.enforced) {
+            lock(&session.analysis).history.record_allowed_call(&call);
+        }
+
+        let action = match (verdict.decision, verdict.enforced) {
+            (Decision::Block, true) => Action::Block,
+            (Decision::Block, false) => Action::Alert,
+            (Decision::Audit, _) => Action::Audit,
+            (Decision::Allow, _) => Action::Allow,
+        };
+        let reason = if verdict.enforced {
+            verdict.reason.clone()
+        } else {
+            format!("audit-only, would block: {}", verdict.reason)
+        };
+        let mut event = Event::new(EventKind::McpToolCalled, server, action, reason)
+            .tool(tool)
+            .rule(verdict.rule.clone())
+            .details(json!({"origin": "stdio", "categories": known.categories.names()}));
+        if let Some(hash) = known.hash {
+            event = event.hash(hash);
+        }
+        self.record(session, event);
+        CallVerdict {
+            decision: verdict.decision,
+            rule: verdict.rule,
+            reason: verdict.reason,
+            enforced: verdict.enforced,
+            hash: known.hash.map(|h| h.to_string()),
+        }
+    }
+
+    fn known(&self, session: &Session, server: &str, tool: &str) -> Known {
+        let registry = read(&session.registry);
+        let server_hold = registry.server(server).and_then(|s| s.withheld.clone());
+        let Some(entry) = registry.lookup(server, tool) else {
+            return Known {
+                hash: None,
+                categories: categorize(tool, None),
+                registry_hold: server_hold,
+                pin_hold: None,
+            };
+        };
+        let (registry_hold, pin_hold) = match &entry.state {
+            ToolState::Trusted => (None, None),
+            ToolState::Withheld {
+                hold: Hold::Pin,
+                rule,
+                reason,
+            } => (None, Some((rule.clone(), reason.clone()))),
+            ToolState::Withheld {
+                hold: Hold::Detection | Hold::Shadowed | Hold::LookAlike,
+                rule,
+                reason,
+            } => (Some((rule.clone(), reason.clone())), None),
+        };
+        Known {
+            hash: Some(entry.hash),
+            categories: entry.categories,
+            registry_hold: server_hold.or(registry_hold),
+            pin_hold,
+        }
+    }
+
+    fn registry_step(
+        &self,
+        policy: &McpPolicy,
+        server: &str,
+        tool: &str,
+        known: &Known,
+    ) -> Option<Verdict> {
+        if let Some((rule, reason)) = &known.registry_hold {
+            return Some(block(rule, reason.clone()));
+        }
+        (known.hash.is_none() && policy.fail_closed).then(|| {
+            block(
+                "fail_closed",
+                format!("tool '{tool}' was not listed by server '{server}' (fail_closed)"),
+            )
+        })
+    }
+
+    fn cross_server_step(
+        &self,
+        session: &Session,
+        policy: &McpPolicy,
+        call: &CallContext,
+    ) -> Option<Verdict> {
+        let findings = lock(&session.analysis)
+            .history
+            .check_call(&policy.cross_server, call);
+        let mut verdict = None;
+        for finding in findings {
+            let rule = format!("cross_server/{}", finding.rule.as_str());
+            let block_it = finding.action == config::Action::Block;
+            let enforced = block_it && policy.enforce_policy;
+            let (action, text) = match (block_it, enforced) {
+                (true, true) => (Action::Block, finding.reason.clone()),
+                (true, false) => (
+                    Action::Alert,
+                    format!("audit-only, would block: {}", finding.reason),
+                ),
+                (false, _) => (Action::Alert, finding.reason.clone()),
+            };
+            self.record(
+                session,
+                Event::new(EventKind::McpCrossServer, call.server, action, text)
+                    .tool(call.tool)
+                    .rule(rule.clone())
+                    .details(finding.details.clone()),
+            );
+            if block_it && verdict.is_none() {
+                verdict = Some(block(&rule, finding.reason));
+            }
+        }
+        verdict
+    }
+
+    fn rate_limit_step(
+        &self,
+        session: &Session,
+        policy: &McpPolicy,
+        server: &str,
+        now: Instant,
+    ) -> Option<Verdict> {
+        let limits = &policy.rate_limits;
+        if !limits.enabled {
+            return None;
+        }
+        let limit = limits.for_server(server);
+        let wait = lock(&session.analysis)
+            .rates
+            .try_acquire(server, limit, now)
+            .err()?;
+        let reason = format!(
+            "server '{server}' is over its rate limit ({} calls/min, burst {}); the next call is possible in {:.1}s",
+            limit.rpm,
+            limit.burst,
+            wait.as_secs_f64()
+        );
+        self.record(
+            session,
+            Event::new(
+                EventKind::McpRateLimited,
+                server,
+                if policy.enforce_policy {
+                    Action::Block
+                } else {
+                    Action::Alert
+                },
+                reason.clone(),
+            )
+            .rule("rate_limits")
+            .details(json!({"rpm": limit.rpm, "burst": limit.burst, "retry_after_ms": wait.as_millis() as u64})),
+        );
+        Some(block("rate_limits", reason))
+    }
+}
+
+fn block(rule: &str, reason: String) -> Verdict {
+    Verdict {
+        decision: Decision::Block,
+        rule: rule.to_owned(),
+        reason,
+        enforced: true,
+    }
+}
+
+/// `enforce_policy: false` turns a block into a record of what would have happened.
+fn audit_only(policy: &McpPolicy, verdict: Verdict) -> Verdict {
+    if verdict.decision == Decision::Block && !policy.enforce_policy {
+        return Verdict {
+            enforced: false,
+            ..verdict
+        };
+    }
+    verdict
+}

@@ -1,0 +1,107 @@
+//! [`Decider`]: how an interception point asks for verdicts, whether the engine runs in its own
+//! process ([`Local`], `agentsh-shim --policy`) or in agentshd (the control socket client).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::verdict::{
+    BinaryVerdict, CallVerdict, ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
+};
+use super::{Engine, Session};
+use crate::audit::Event;
+
+/// A verdict could not be obtained; the interception point fails closed with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecideError(pub String);
+
+/// The questions an interception point asks. One implementation per place the engine runs.
+pub trait Decider: Send + Sync {
+    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError>;
+    fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError>;
+    fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError>;
+    fn tool_call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<CallVerdict, DecideError>;
+    /// `tool` is set for tools/call results; `method` names what produced the output.
+    fn output(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+        method: &str,
+        output: &Value,
+    ) -> Result<OutputVerdict, DecideError>;
+    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError>;
+    /// Something the interception point saw and handled itself (a refused message, filtered
+    /// environment variables).
+    fn record(&self, event: Event);
+}
+
+/// The engine in this process, for one session.
+pub struct Local {
+    engine: Arc<Engine>,
+    session: Arc<Session>,
+}
+
+impl Local {
+    pub fn new(engine: Arc<Engine>, session: Arc<Session>) -> Self {
+        Self { engine, session }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+}
+
+impl Decider for Local {
+    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError> {
+        Ok(self.engine.server_setup(&self.session, server))
+    }
+
+    fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError> {
+        self.engine.binary(&self.session, server, path, sha256)
+    }
+
+    fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError> {
+        Ok(self.engine.tools_listed(&self.session, server, tools))
+    }
+
+    fn tool_call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<CallVerdict, DecideError> {
+        Ok(self
+            .engine
+            .tool_call(&self.session, server, tool, arguments))
+    }
+
+    fn output(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+        method: &str,
+        output: &Value,
+    ) -> Result<OutputVerdict, DecideError> {
+        Ok(self
+            .engine
+            .output(&self.session, server, tool, method, output))
+    }
+
+    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError> {
+        Ok(self.engine.server_request(&self.session, server, method))
+    }
+
+    fn record(&self, event: Event) {
+        self.engine.record(&self.session, event);
+    }
+}

@@ -1,0 +1,221 @@
+//! Everything but calls and listings: tool output inspection, server-to-client requests, and
+//! what a stdio server needs before it starts (environment rules, binary pin).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{
+    BinaryVerdict, DecideError, Engine, OutputVerdict, RequestVerdict, ServerSetup, Session, lock,
+    read,
+};
+use crate::audit::{Action, Event, EventKind};
+use crate::config::{self, PinAction, RequestAction};
+use crate::inspect;
+use crate::store::{BinaryPin, now_secs};
+
+impl Engine {
+    /// Output inspection of a tools/call, resources/read or prompts/get result, or of the error
+    /// that answered one. Output the client receives also feeds cross_server_flow.
+    pub fn output(
+        &self,
+        session: &Session,
+        server: &str,
+        tool: Option<&str>,
+        method: &str,
+        output: &Value,
+    ) -> OutputVerdict {
+        let rules = session.rules();
+        let verdict = self.inspect_output(session, &rules, server, tool, method, output);
+        if !verdict.block {
+            lock(&session.analysis).history.record_output(
+                server,
+                tool.unwrap_or(method),
+                output,
+                Instant::now(),
+            );
+        }
+        verdict
+    }
+
+    fn inspect_output(
+        &self,
+        session: &Session,
+        rules: &super::Rules,
+        server: &str,
+        tool: Option<&str>,
+        method: &str,
+        output: &Value,
+    ) -> OutputVerdict {
+        let policy = rules.mcp();
+        let inspection = &policy.output_inspection;
+        if !inspection.enabled {
+            return OutputVerdict::default();
+        }
+        let findings: Vec<_> = rules
+            .detector
+            .scan_output(output)
+            .into_iter()
+            .filter(|f| f.severity >= inspection.alert_threshold)
+            .collect();
+        let Some(first) = findings.first() else {
+            return OutputVerdict::default();
+        };
+        let block = inspection.on_detection == config::Action::Block;
+        let enforced = block && policy.enforce_policy;
+        let subject = tool.map_or_else(|| method.to_owned(), |t| format!("tool '{t}'"));
+        let reason = format!(
+            "result of {subject} flagged: {} ({}) in {}: \"{}\"",
+            first.category.as_str(),
+            first.severity.as_str(),
+            first.field,
+            first.matched
+        );
+        let action = if enforced { Action::Block } else { Action::Alert };
+        let text = if block && !enforced {
+            format!("audit-only, would block: {reason}")
+        } else {
+            reason.clone()
+        };
+        let mut event = Event::new(EventKind::McpOutputInspection, server, action, text)
+            .rule("output_inspection")
+            .details(json!({"method": method, "findings": findings}));
+        if let Some(severity) = inspect::max_severity(&findings) {
+            event = event.severity(severity);
+        }
+        if let Some(tool) = tool {
+            event = event.tool(tool);
+            if let Some(entry) = read(&session.registry).get(server, tool) {
+                event = event.hash(entry.hash);
+            }
+        }
+        self.record(session, event);
+        OutputVerdict {
+            block: enforced,
+            reason: if enforced { reason } else { String::new() },
+        }
+    }
+
+    /// A request from the server to the client (sampling, elicitation, roots). Other methods
+    /// are not governed by `server_requests` and pass.
+    pub fn server_request(&self, session: &Session, server: &str, method: &str) -> RequestVerdict {
+        let rules = session.rules();
+        let policy = rules.mcp();
+        let requests = &policy.server_requests;
+        let configured = match method {
+            "sampling/createMessage" => requests.sampling,
+            "elicitation/create" => requests.elicitation,
+            "roots/list" => requests.roots,
+            _ => return RequestVerdict::default(),
+        };
+        let block = match configured {
+            RequestAction::Block => policy.enforce_policy,
+            RequestAction::Allow => false,
+        };
+        let (action, reason) = match (configured, block) {
+            (_, true) => (Action::Block, "blocked by server_requests policy"),
+            (RequestAction::Block, false) => (
+                Action::Alert,
+                "audit-only, would block: server_requests policy",
+            ),
+            (RequestAction::Allow, false) => (Action::Allow, "allowed by server_requests policy"),
+        };
+        self.record(
+            session,
+            Event::new(EventKind::McpServerRequest, server, action, reason)
+                .rule("server_requests")
+                .details(json!({"method": method})),
+        );
+        RequestVerdict {
+            block,
+            reason: if block {
+                format!("{method} from server '{server}' blocked by policy (server_requests)")
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    /// Environment rules and limits for a stdio server about to start.
+    pub fn server_setup(&self, session: &Session, server: &str) -> ServerSetup {
+        let rules = session.rules();
+        self.register_server(session, &rules, server);
+        let policy = rules.mcp();
+        let declared = rules.policy.server(server);
+        let globs = |list: Option<&Vec<config::NameGlob>>| {
+            list.map(|l| l.iter().map(|g| g.as_str().to_owned()).collect())
+                .unwrap_or_default()
+        };
+        ServerSetup {
+            env_allow: globs(declared.map(|s| &s.env_allow)),
+            env_deny: globs(declared.map(|s| &s.env_deny)),
+            pin_binary: policy.version_pinning.enabled && policy.version_pinning.pin_binary,
+            max_message_bytes: policy.max_message_bytes,
+        }
+    }
+
+    /// Compares the executable a server starts from with its pin (first sight pins it).
+    pub fn binary(
+        &self,
+        session: &Session,
+        server: &str,
+        path: &str,
+        sha256: &str,
+    ) -> Result<BinaryVerdict, DecideError> {
+        let rules = session.rules();
+        let policy = rules.mcp();
+        let pinning = &policy.version_pinning;
+        if !(pinning.enabled && pinning.pin_binary) {
+            return Ok(BinaryVerdict::default());
+        }
+        let Some(store) = self.pins.store() else {
+            return Err(DecideError(
+                "pin_binary is on but there is no state dir to keep the pin in (give --state-dir)"
+                    .into(),
+            ));
+        };
+        let fail = |err: crate::store::StoreError| {
+            self.store_error(session, server, &err);
+            DecideError(format!("cannot check the server binary pin: {err}"))
+        };
+        let current = BinaryPin {
+            path: path.to_owned(),
+            sha256: sha256.to_owned(),
+            pinned_at: now_secs(),
+        };
+        let Some(pinned) = store.binary_pin(server).map_err(fail)? else {
+            store.pin_binary(server, &current).map_err(fail)?;
+            return Ok(BinaryVerdict::default());
+        };
+        if pinned.path == current.path && pinned.sha256 == current.sha256 {
+            return Ok(BinaryVerdict::default());
+        }
+        let reason = format!(
+            "server binary changed since it was pinned: {} sha256:{} -> {} sha256:{}",
+            pinned.path, pinned.sha256, current.path, current.sha256
+        );
+        let block = pinning.on_change == PinAction::Block && policy.enforce_policy;
+        self.record(
+            session,
+            Event::new(
+                EventKind::McpServerBinaryMismatch,
+                server,
+                if block { Action::Block } else { Action::Alert },
+                reason.clone(),
+            )
+            .rule("version_pinning")
+            .details(json!({"pinned": pinned, "current": current})),
+        );
+        if pinning.on_change == PinAction::Allow {
+            store.pin_binary(server, &current).map_err(fail)?;
+        }
+        Ok(BinaryVerdict {
+            block,
+            reason: if block {
+                format!("server '{server}' not started: {reason}")
+            } else {
+                String::new()
+            },
+        })
+    }
+}

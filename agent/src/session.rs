@@ -1,0 +1,431 @@
+//! Agent sessions: where they live in the kernel, and which session a process belongs to.
+//!
+//! With cgroup v2 write access (root), each session is a cgroup directory under a parent the
+//! daemon owns; the launcher's child is moved there before it execs, and everything it starts
+//! inherits the cgroup. The session directory is delegated to the agent's user (like systemd's
+//! `Delegate=yes`): it may make sub-cgroups, but moving a process out needs write access to
+//! the parent, which stays root's, so a process that moves itself into a sub-cgroup is still
+//! in its session. A session ends when its cgroup empties.
+//!
+//! Without that access (an unprivileged daemon), sessions are tracked by process ancestry
+//! instead: the launcher is a child subreaper, so orphaned descendants re-parent to it and stay
+//! below it; a session ends when the launcher exits. Weaker (a process cannot leave its
+//! ancestry, but nothing stops it from asking a process outside to act for it) and said so.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::kernel;
+
+/// Where session cgroups go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupParent {
+    /// `/agentsh` when the daemon runs in the root cgroup, else `<its cgroup>/sessions`.
+    Auto,
+    /// A path inside the cgroup2 hierarchy, e.g. `/agentsh.slice/sessions`.
+    Path(PathBuf),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("process {pid} is not a child of the requesting process")]
+    NotYourChild { pid: u32 },
+    #[error("cannot read process {pid}: {source}")]
+    Proc { pid: u32, source: std::io::Error },
+    #[error("cannot create the session cgroup {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot move process {pid} into {path}: {source}")]
+    Place {
+        pid: u32,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("process {pid} is in {found}, not in the session cgroup {expected} it was moved to")]
+    Misplaced {
+        pid: u32,
+        found: String,
+        expected: String,
+    },
+}
+
+/// How the daemon tells sessions apart on this host.
+#[derive(Debug, Clone)]
+pub enum Tracking {
+    Cgroup {
+        /// The cgroup2 mount point.
+        mount: PathBuf,
+        /// The parent of session cgroups, as a cgroup path (`/agentsh`).
+        parent: String,
+    },
+    Process,
+}
+
+#[derive(Debug, Clone)]
+enum Root {
+    /// The session's cgroup path (`/agentsh/<id>`).
+    Cgroup(String),
+    /// The launcher: pid and start time (so a reused pid is not mistaken for it).
+    Process { pid: u32, start_time: u64 },
+}
+
+/// The live sessions of this daemon.
+pub struct Sessions {
+    tracking: Tracking,
+    limitations: Vec<String>,
+    live: Mutex<HashMap<String, Root>>,
+}
+
+impl Sessions {
+    /// Chooses cgroup tracking when the parent can be created here, else process tracking;
+    /// `limitations` says in plain words what that costs.
+    pub fn new(parent: &CgroupParent) -> Self {
+        let mut limitations = Vec::new();
+        let tracking = match cgroup_parent(parent) {
+            Ok((mount, parent)) => Tracking::Cgroup { mount, parent },
+            Err(why) => {
+                limitations.push(format!(
+                    "sessions are tracked by process ancestry, not cgroups ({why}); run agentshd as root for cgroup sessions and kernel enforcement"
+                ));
+                Tracking::Process
+            }
+        };
+        Self {
+            tracking,
+            limitations,
+            live: Mutex::default(),
+        }
+    }
+
+    pub fn tracking(&self) -> &Tracking {
+        &self.tracking
+    }
+
+    pub fn limitations(&self) -> &[String] {
+        &self.limitations
+    }
+
+    /// Starts session `id`: `pid` (the launcher's child, waiting to exec) is placed in it.
+    /// `launcher` is the requesting process; `owner` the agent's uid. Returns the cgroup
+    /// path, when cgroups are used.
+    pub fn create(
+        &self,
+        id: &str,
+        pid: u32,
+        launcher: u32,
+        owner: u32,
+    ) -> Result<Option<String>, SessionError> {
+        if parent_of(pid)? != launcher {
+            return Err(SessionError::NotYourChild { pid });
+        }
+        let (root, cgroup) = match &self.tracking {
+            Tracking::Cgroup { mount, parent } => {
+                let rel = format!("{}/{id}", parent.trim_end_matches('/'));
+                let dir = mount.join(rel.trim_start_matches('/'));
+                place_in_new_cgroup(&dir, pid, owner)?;
+                let found = cgroup_of(pid)?;
+                if found != rel {
+                    let _ = fs::remove_dir(&dir);
+                    return Err(SessionError::Misplaced {
+                        pid,
+                        found,
+                        expected: rel,
+                    });
+                }
+                (Root::Cgroup(rel.clone()), Some(rel))
+            }
+            Tracking::Process => (
+                Root::Process {
+                    pid: launcher,
+                    start_time: start_time(launcher)?,
+                },
+                None,
+            ),
+        };
+        lock(&self.live).insert(id.to_owned(), root);
+        Ok(cgroup)
+    }
+
+    /// The live session `pid` belongs to, from the kernel's view of it.
+    pub fn session_of(&self, pid: u32) -> Option<String> {
+        let live = lock(&self.live);
+        if live.is_empty() {
+            return None;
+        }
+        match &self.tracking {
+            Tracking::Cgroup { .. } => {
+                let path = cgroup_of(pid).ok()?;
+                live.iter().find_map(|(id, root)| match root {
+                    Root::Cgroup(rel)
+                        if path == *rel
+                            || path
+                                .strip_prefix(rel.as_str())
+                                .is_some_and(|rest| rest.starts_with('/')) =>
+                    {
+                        Some(id.clone())
+                    }
+                    _ => None,
+                })
+            }
+            Tracking::Process => {
+                let mut current = pid;
+                // Ancestry is short; the bound only guards against a loop in a racing /proc.
+                for _ in 0..256 {
+                    let start = start_time(current).ok()?;
+                    let found = live.iter().find_map(|(id, root)| match root {
+                        Root::Process { pid, start_time } if *pid == current && *start_time == start => {
+                            Some(id.clone())
+                        }
+                        _ => None,
+                    });
+                    if found.is_some() {
+                        return found;
+                    }
+                    current = parent_of(current).ok()?;
+                    if current <= 1 {
+                        return None;
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    pub fn is_live(&self, id: &str) -> bool {
+        lock(&self.live).contains_key(id)
+    }
+
+    /// Sessions that ended since the last call (cgroup empty, or launcher gone); their cgroups
+    /// are removed.
+    pub fn reap(&self) -> Vec<String> {
+        let mut live = lock(&self.live);
+        let ended: Vec<String> = live
+            .iter()
+            .filter(|(_, root)| match (root, &self.tracking) {
+                (Root::Cgroup(rel), Tracking::Cgroup { mount, .. }) => {
+                    !populated(&mount.join(rel.trim_start_matches('/')))
+                }
+                (Root::Process { pid, start_time: t }, _) => {
+                    start_time(*pid).map_or(true, |now| now != *t)
+                }
+                (Root::Cgroup(_), Tracking::Process) => true,
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &ended {
+            if let (Some(Root::Cgroup(rel)), Tracking::Cgroup { mount, .. }) =
+                (live.remove(id), &self.tracking)
+            {
+                remove_tree(&mount.join(rel.trim_start_matches('/')));
+            }
+        }
+        ended
+    }
+}
+
+/// Finds the cgroup2 mount and makes sure the session parent exists and is ours.
+fn cgroup_parent(parent: &CgroupParent) -> Result<(PathBuf, String), String> {
+    let mount = kernel::cgroup2_mount().map_err(|e| e.to_string())?;
+    let rel = match parent {
+        CgroupParent::Path(path) => path.display().to_string(),
+        CgroupParent::Auto => {
+            let own = cgroup_of(std::process::id()).map_err(|e| e.to_string())?;
+            if own == "/" {
+                "/agentsh".to_owned()
+            } else {
+                format!("{own}/sessions")
+            }
+        }
+    };
+    let dir = mount.join(rel.trim_start_matches('/'));
+    match fs::create_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    // Creating is not enough: moving processes needs write access to cgroup.procs files.
+    let probe = dir.join("cgroup.procs");
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&probe)
+        .map_err(|e| format!("cannot write {}: {e}", probe.display()))?;
+    Ok((mount, rel))
+}
+
+fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionError> {
+    fs::create_dir(dir).map_err(|source| SessionError::Create {
+        path: dir.to_owned(),
+        source,
+    })?;
+    // Delegation: the agent's user may organise its own processes below the session.
+    if owner != 0 {
+        let uid = Some(nix::unistd::Uid::from_raw(owner));
+        for name in ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
+            let path = if name.is_empty() {
+                dir.to_owned()
+            } else {
+                dir.join(name)
+            };
+            if let Err(err) = nix::unistd::chown(&path, uid, None) {
+                let _ = fs::remove_dir(dir);
+                return Err(SessionError::Create {
+                    path,
+                    source: err.into(),
+                });
+            }
+        }
+    }
+    let procs = dir.join("cgroup.procs");
+    if let Err(source) = fs::write(&procs, pid.to_string()) {
+        let _ = fs::remove_dir(dir);
+        return Err(SessionError::Place {
+            pid,
+            path: procs,
+            source,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a cgroup (or any below it) still has processes.
+fn populated(dir: &Path) -> bool {
+    match fs::read_to_string(dir.join("cgroup.events")) {
+        Ok(events) => events
+            .lines()
+            .any(|l| l.trim() == "populated 1"),
+        // Gone (removed by someone else) means empty.
+        Err(_) => false,
+    }
+}
+
+/// Removes a cgroup and its empty descendants, deepest first.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+/// The cgroup v2 path of a process (`0::/path` in /proc/PID/cgroup).
+pub fn cgroup_of(pid: u32) -> Result<String, SessionError> {
+    let text = read_proc(pid, "cgroup")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().to_owned())
+        .ok_or_else(|| SessionError::Proc {
+            pid,
+            source: std::io::Error::other("no cgroup v2 entry"),
+        })
+}
+
+/// The parent pid of a process.
+pub fn parent_of(pid: u32) -> Result<u32, SessionError> {
+    stat_field(pid, 4)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| SessionError::Proc {
+            pid,
+            source: std::io::Error::other("unreadable stat"),
+        })
+}
+
+/// The start time of a process, in clock ticks since boot.
+pub fn start_time(pid: u32) -> Result<u64, SessionError> {
+    stat_field(pid, 22)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| SessionError::Proc {
+            pid,
+            source: std::io::Error::other("unreadable stat"),
+        })
+}
+
+/// Field `n` (1-based, as in proc(5)) of /proc/PID/stat. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted after its last `)`.
+fn stat_field(pid: u32, n: usize) -> Option<String> {
+    let text = read_proc(pid, "stat").ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?).map(str::to_owned)
+}
+
+fn read_proc(pid: u32, file: &str) -> Result<String, SessionError> {
+    let mut text = String::new();
+    fs::File::open(format!("/proc/{pid}/{file}"))
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(|source| SessionError::Proc { pid, source })?;
+    Ok(text)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A new session id: 12 hex digits from the kernel's random pool.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 6];
+    let filled = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if filled.is_err() {
+        // No urandom: time and pid still make a collision within one daemon unlikely.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mixed = nanos ^ (u128::from(std::process::id()) << 64);
+        bytes.copy_from_slice(&mixed.to_le_bytes()[..6]);
+    }
+    hex::encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_fields_of_this_process() {
+        let me = std::process::id();
+        assert_eq!(parent_of(me).unwrap(), nix::unistd::getppid().as_raw() as u32);
+        assert!(start_time(me).unwrap() > 0);
+        assert!(cgroup_of(me).unwrap().starts_with('/'));
+    }
+
+    #[test]
+    fn process_tracking_follows_ancestry_and_ends_with_the_launcher() {
+        let sessions = Sessions {
+            tracking: Tracking::Process,
+            limitations: Vec::new(),
+            live: Mutex::default(),
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        sessions.create("s1", child.id(), me, 0).unwrap();
+        // This process is the launcher: it and its children are in the session.
+        assert_eq!(sessions.session_of(child.id()).as_deref(), Some("s1"));
+        assert_eq!(sessions.session_of(me).as_deref(), Some("s1"));
+        assert_eq!(sessions.session_of(1), None);
+        assert!(sessions.reap().is_empty());
+        // A pid that is not our child is refused.
+        assert!(matches!(
+            sessions.create("s2", 1, me, 0),
+            Err(SessionError::NotYourChild { .. })
+        ));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn ids_are_distinct_hex() {
+        let a = new_id();
+        let b = new_id();
+        assert_eq!(a.len(), 12);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}
