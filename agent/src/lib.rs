@@ -8,6 +8,7 @@ pub mod config;
 pub mod guard;
 pub mod inspect;
 pub mod kernel;
+pub mod launch;
 pub mod mcp;
 pub mod policy;
 pub mod registry;
