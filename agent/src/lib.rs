@@ -12,6 +12,7 @@ pub mod engine;
 pub mod guard;
 pub mod inspect;
 pub mod kernel;
+pub mod launch;
 pub mod mcp;
 pub mod policy;
 pub mod registry;

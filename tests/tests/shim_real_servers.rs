@@ -89,7 +89,7 @@ sandbox:
         && e["tool"] == "write_file"
         && e["hash"].as_str().unwrap().starts_with("sha256:")));
     assert!(
-        events.iter().all(|e| e["server"] == "server-filesystem"),
+        events.iter().all(|e| e["server"] == "filesystem"),
         "server id derived from the package"
     );
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// A 1-based position in a policy file.
+/// A 1-based position in a config or policy file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Location {
     pub line: usize,
@@ -22,7 +22,7 @@ impl fmt::Display for Location {
     }
 }
 
-/// Whether a diagnostic stops the policy from loading.
+/// Whether a diagnostic stops the file from loading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
     Error,
@@ -38,7 +38,7 @@ impl fmt::Display for Level {
     }
 }
 
-/// One finding about a policy file, printed as `origin:line:col: level: message`.
+/// One finding about a config or policy file, printed as `origin:line:col: level: message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
     /// The file name (or other origin) given to the loader.
@@ -65,13 +65,13 @@ impl fmt::Display for Diagnostic {
     }
 }
 
-/// Why a policy could not be loaded.
+/// Why a config or policy file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file was read but is not a valid policy; every error found, in file order.
+    /// The file was read but is not valid; every error found, in file order.
     #[error("{}", render(.0))]
     Invalid(Vec<Diagnostic>),
-    #[error("{}: cannot read policy: {source}", path.display())]
+    #[error("{}: cannot read: {source}", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -80,7 +80,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// The diagnostics of an invalid policy (empty for I/O errors).
+    /// The diagnostics of an invalid file (empty for I/O errors).
     pub fn diagnostics(&self) -> &[Diagnostic] {
         match self {
             ConfigError::Invalid(d) => d,

@@ -21,25 +21,8 @@ const SANDBOX_KEYS: &[&str] = &["mcp"];
 
 /// Loads and validates a policy file. Errors name `path:line:column`.
 pub fn load_file(path: &Path) -> Result<Policy, ConfigError> {
-    let io = |source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_POLICY_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    let origin = path.display().to_string();
-    match String::from_utf8(bytes) {
-        Ok(src) => load_str(&src, &origin),
-        Err(e) => {
-            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            let mut r = Report::new(&origin);
-            r.error(position_after(valid), "the file is not valid UTF-8");
-            r.finish().map(|_| Policy::default())
-        }
-    }
+    let src = read_source(path)?;
+    load_str(&src, &path.display().to_string())
 }
 
 /// Same as [`load_file`]; the name `agentshctl policy check` reads best with.
@@ -50,19 +33,8 @@ pub fn check_file(path: &Path) -> Result<Policy, ConfigError> {
 /// Loads and validates a policy from text; `origin` names it in diagnostics.
 pub fn load_str(src: &str, origin: &str) -> Result<Policy, ConfigError> {
     let mut r = Report::new(origin);
-    if src.len() > MAX_POLICY_BYTES {
-        r.error(
-            Location::new(1, 1),
-            format!("policy is larger than {MAX_POLICY_BYTES} bytes"),
-        );
-        return r.finish().map(|_| Policy::default());
-    }
-    let parsed = yaml::parse(src);
-    for (at, message) in parsed.errors {
-        r.error(at, message);
-    }
-    let sandbox = match &parsed.root {
-        Some(root) => read_root(&mut r, root),
+    let sandbox = match parse_document(&mut r, src) {
+        Some(root) => read_root(&mut r, &root),
         None => Sandbox::default(),
     };
     let mut policy = Policy {
@@ -73,6 +45,46 @@ pub fn load_str(src: &str, origin: &str) -> Result<Policy, ConfigError> {
     validate(&mut r, &policy);
     policy.warnings = r.finish()?;
     Ok(policy)
+}
+
+/// The text of a YAML file (policy or daemon config), at most [`MAX_POLICY_BYTES`] of it (more
+/// is reported by [`parse_document`]); invalid UTF-8 is an error at its position.
+pub(super) fn read_source(path: &Path) -> Result<String, ConfigError> {
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_POLICY_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    String::from_utf8(bytes).or_else(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let mut r = Report::new(&path.display().to_string());
+        r.error(position_after(valid), "the file is not valid UTF-8");
+        r.finish().map(|_| String::new())
+    })
+}
+
+/// The document's tree, with syntax errors reported. An empty document reads as null at 1:1;
+/// None means there is nothing worth walking (the errors say why).
+pub(super) fn parse_document(r: &mut Report, src: &str) -> Option<Node> {
+    if src.len() > MAX_POLICY_BYTES {
+        r.error(
+            Location::new(1, 1),
+            format!("the file is larger than {MAX_POLICY_BYTES} bytes"),
+        );
+        return None;
+    }
+    let parsed = yaml::parse(src);
+    let clean = parsed.errors.is_empty();
+    for (at, message) in parsed.errors {
+        r.error(at, message);
+    }
+    parsed
+        .root
+        .or_else(|| clean.then(|| Node::null(Location::new(1, 1))))
 }
 
 fn read_root(r: &mut Report, root: &Node) -> Sandbox {

@@ -15,7 +15,11 @@
 //! YAML is read with `saphyr-parser` (events with positions) into a small tree of our own
 //! (`yaml`), then walked by schema-aware readers (`reader`, `mcp_section`) that collect
 //! diagnostics instead of stopping, and finally checked across entries (`validate`).
+//!
+//! The daemon's own config file (`agentshd --config`) is read the same way by `daemon`, so its
+//! errors look the same: [`load_daemon_file`] / [`load_daemon_str`] return a [`DaemonConfig`].
 
+mod daemon;
 mod diagnostic;
 mod formats;
 mod keywords;
@@ -28,8 +32,14 @@ mod validate;
 mod yaml;
 
 #[cfg(test)]
+mod daemon_tests;
+#[cfg(test)]
 mod tests;
 
+pub use daemon::{
+    CgroupParent, CustomServer, DEFAULT_DAEMON_CONFIG, DaemonConfig, LauncherConfig,
+    SessionsConfig, load_daemon_file, load_daemon_str,
+};
 pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
 pub use keywords::{
     Action, Decision, Keyword, ListPolicy, PinAction, RequestAction, Severity, Transport,

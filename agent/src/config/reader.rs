@@ -7,6 +7,7 @@ use std::ops::RangeInclusive;
 
 use super::diagnostic::{Location, Report};
 use super::keywords::Keyword;
+use super::patterns::{GlobError, NameGlob};
 use super::yaml::{Node, Value};
 
 /// The closest candidate to a misspelt word, if one is close enough to be a likely typo.
@@ -46,7 +47,7 @@ impl<'n> Fields<'n> {
             _ if node.is_null() => &[],
             _ => {
                 let what = if path.is_empty() {
-                    "the policy file".to_string()
+                    "the file".to_string()
                 } else {
                     format!("`{path}`")
                 };
@@ -322,6 +323,18 @@ pub(crate) fn string(r: &mut Report, node: &Node, path: &str) -> Option<String> 
             None
         }
     }
+}
+
+/// A non-empty string compiled as a [`NameGlob`]; a glob that does not compile is reported.
+pub(crate) fn name_glob(r: &mut Report, node: &Node, path: &str) -> Option<NameGlob> {
+    let text = nonempty_string(r, node, path)?;
+    NameGlob::new(&text)
+        .map_err(|e| glob_error(r, node.loc, path, &text, &e))
+        .ok()
+}
+
+pub(crate) fn glob_error(r: &mut Report, at: Location, path: &str, text: &str, e: &GlobError) {
+    r.error(at, format!("`{path}`: invalid glob `{text}`: {e}"));
 }
 
 /// A non-null string that is not empty either.

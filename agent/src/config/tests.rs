@@ -192,7 +192,7 @@ fn wrong_types() {
     );
     assert_eq!(
         errors("- a\n"),
-        ["p.yaml:1:1: error: the policy file must be a mapping, found a list"]
+        ["p.yaml:1:1: error: the file must be a mapping, found a list"]
     );
 }
 
@@ -839,10 +839,7 @@ fn check_protective_rules(p: &Policy, strict: bool) {
 fn load_file_errors() {
     let err = load_file(&shipped("does-not-exist.yaml")).unwrap_err();
     assert!(matches!(err, ConfigError::Io { .. }));
-    assert!(
-        err.to_string()
-            .contains("does-not-exist.yaml: cannot read policy")
-    );
+    assert!(err.to_string().contains("does-not-exist.yaml: cannot read"));
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.yaml");

@@ -38,6 +38,17 @@ pub(crate) struct Scalar {
 }
 
 impl Node {
+    /// The null scalar, e.g. what an empty file reads as.
+    pub fn null(loc: Location) -> Self {
+        Self {
+            loc,
+            value: Value::Scalar(Scalar {
+                text: String::new(),
+                plain: true,
+            }),
+        }
+    }
+
     /// A plain scalar that YAML 1.2 reads as null (`~`, `null`, or nothing at all).
     pub fn is_null(&self) -> bool {
         matches!(&self.value, Value::Scalar(s) if s.plain && matches!(s.text.as_str(), "" | "~" | "null" | "Null" | "NULL"))
@@ -182,7 +193,7 @@ impl Builder {
                 if self.documents > 1 {
                     self.errors.push((
                         at,
-                        "a policy file holds exactly one YAML document; found a second one".into(),
+                        "the file must hold exactly one YAML document; found a second one".into(),
                     ));
                     return false;
                 }

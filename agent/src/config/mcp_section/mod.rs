@@ -8,8 +8,8 @@ mod settings;
 use super::diagnostic::{Location, Report};
 use super::formats::normalize_sha256;
 use super::keywords::{Decision, ListPolicy};
-use super::patterns::{GlobError, NameGlob, regex_error_message};
-use super::reader::{self, Fields};
+use super::patterns::{NameGlob, regex_error_message};
+use super::reader::{self, Fields, glob_error, name_glob};
 use super::schema::{McpPolicy, ToolSelector};
 use super::yaml::Node;
 
@@ -164,19 +164,8 @@ fn section<T: Default>(
     }
 }
 
-fn name_glob(r: &mut Report, node: &Node, path: &str) -> Option<NameGlob> {
-    let text = reader::nonempty_string(r, node, path)?;
-    NameGlob::new(&text)
-        .map_err(|e| glob_error(r, node.loc, path, &text, &e))
-        .ok()
-}
-
 fn name_globs(r: &mut Report, f: &Fields<'_>, key: &str) -> Vec<NameGlob> {
     each(r, f, key, name_glob)
-}
-
-fn glob_error(r: &mut Report, at: Location, path: &str, text: &str, e: &GlobError) {
-    r.error(at, format!("`{path}`: invalid glob `{text}`: {e}"));
 }
 
 fn regex_error(r: &mut Report, at: Location, path: &str, e: &regex::Error) {

@@ -1,0 +1,336 @@
+//! The daemon config loader: a full file, defaults, path resolution, every error kind with its
+//! position, warnings, and the two shipped files.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+const BASE: &str = "/etc/agentsh";
+
+fn ok(src: &str) -> DaemonConfig {
+    load_daemon_str(src, "d.yaml", Path::new(BASE))
+        .unwrap_or_else(|e| panic!("expected a valid config, got:\n{e}"))
+}
+
+fn errors(src: &str) -> Vec<String> {
+    match load_daemon_str(src, "d.yaml", Path::new(BASE)) {
+        Ok(_) => panic!("expected errors for:\n{src}"),
+        Err(e) => e.diagnostics().iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn warnings(src: &str) -> Vec<String> {
+    ok(src).warnings.iter().map(ToString::to_string).collect()
+}
+
+const MINIMAL: &str = "state_dir: /var/lib/agentsh\npolicy: /etc/agentsh/p.yaml\n";
+
+#[test]
+fn full_file() {
+    let c = ok(r#"
+state_dir: /var/lib/agentsh
+socket: /run/agentsh/agentsh.sock
+policy: /etc/agentsh/policies/default.yaml
+admin_group: agentsh
+sessions:
+  cgroup_parent: /agentsh.slice/sessions
+  allow_user_policy: true
+launcher:
+  enabled: false
+  custom_servers:
+    - match: "@acme/*"
+      id: acme
+    - match: "*-tools-server"
+"#);
+    assert_eq!(c.origin, "d.yaml");
+    assert_eq!(c.state_dir, Path::new("/var/lib/agentsh"));
+    assert_eq!(
+        c.socket.as_deref(),
+        Some(Path::new("/run/agentsh/agentsh.sock"))
+    );
+    assert_eq!(c.policy, Path::new("/etc/agentsh/policies/default.yaml"));
+    assert_eq!(c.admin_group.as_deref(), Some("agentsh"));
+    assert_eq!(
+        c.sessions,
+        SessionsConfig {
+            cgroup_parent: CgroupParent::Path("/agentsh.slice/sessions".into()),
+            allow_user_policy: true,
+        }
+    );
+    assert!(!c.launcher.enabled);
+    let custom = &c.launcher.custom_servers;
+    assert_eq!(custom.len(), 2);
+    assert_eq!(custom[0].pattern.as_str(), "@acme/*");
+    assert!(custom[0].pattern.matches("@acme/server-x"));
+    assert_eq!(custom[0].id.as_deref(), Some("acme"));
+    assert_eq!(custom[0].span, Location::new(12, 7));
+    assert_eq!(custom[1].id, None);
+    // Custom servers with the launcher off are legal, but said to do nothing.
+    assert_eq!(
+        c.warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "d.yaml:11:3: warning: `launcher.custom_servers` has no effect: `launcher.enabled` is false"
+        ]
+    );
+}
+
+#[test]
+fn defaults() {
+    let c = ok(MINIMAL);
+    assert_eq!(c.socket, None);
+    assert_eq!(c.admin_group, None);
+    assert_eq!(c.sessions.cgroup_parent, CgroupParent::Auto);
+    assert!(!c.sessions.allow_user_policy);
+    assert!(c.launcher.enabled);
+    assert!(c.launcher.custom_servers.is_empty());
+    assert!(c.warnings.is_empty());
+    // Null sections and values mean "the default" too.
+    let c = ok(&format!(
+        "{MINIMAL}socket:\nsessions:\nlauncher: {{custom_servers: ~, enabled: ~}}\n"
+    ));
+    assert_eq!(
+        (c.socket, c.sessions.cgroup_parent, c.launcher.enabled),
+        (None, CgroupParent::Auto, true)
+    );
+}
+
+#[test]
+fn relative_paths_are_taken_from_the_base_dir() {
+    let c = ok("state_dir: state\nsocket: ./run//a.sock\npolicy: ../shared/p.yaml\n");
+    assert_eq!(c.state_dir, Path::new("/etc/agentsh/state"));
+    assert_eq!(
+        c.socket.as_deref(),
+        Some(Path::new("/etc/agentsh/run/a.sock"))
+    );
+    // `..` is kept: resolving it without the filesystem would be wrong across symlinks.
+    assert_eq!(c.policy, Path::new("/etc/agentsh/../shared/p.yaml"));
+    let c = load_daemon_str("state_dir: s/\npolicy: p.yaml\n", "x", Path::new("conf")).unwrap();
+    assert_eq!(
+        (c.state_dir, c.policy),
+        (PathBuf::from("conf/s"), PathBuf::from("conf/p.yaml"))
+    );
+}
+
+#[test]
+fn every_error_in_one_pass_with_its_position() {
+    let src = r#"state_dir: ""
+socket: [a]
+admin_group: "wheel:x"
+sessions:
+  cgroup_parent: agentsh.slice
+  allow_user_policy: yes
+launcher:
+  enabled: 1
+  custom_servers:
+    - match: "[a"
+    - id: "bad id"
+    - match: ok
+      idd: x
+"#;
+    assert_eq!(
+        errors(src),
+        [
+            "d.yaml:1:1: error: missing required key `policy` in the top level",
+            "d.yaml:1:12: error: `state_dir` must not be empty",
+            "d.yaml:2:9: error: `socket` must be a string, found a list",
+            "d.yaml:3:14: error: `admin_group`: `wheel:x` contains ':', which no group name can hold",
+            "d.yaml:5:18: error: `sessions.cgroup_parent` must be `auto` or an absolute path inside the cgroup2 mount (such as /agentsh.slice/sessions), found the string \"agentsh.slice\"",
+            "d.yaml:6:22: error: `sessions.allow_user_policy` must be true or false, found the string \"yes\"",
+            "d.yaml:8:12: error: `launcher.enabled` must be true or false, found the number `1`",
+            "d.yaml:10:14: error: `launcher.custom_servers[0].match`: invalid glob `[a`: unclosed character class; missing ']'",
+            "d.yaml:11:7: error: missing required key `match` in `launcher.custom_servers[1]`",
+            "d.yaml:11:11: error: `launcher.custom_servers[1].id`: `bad id` contains ' '; ids may only use letters, digits, `.`, `_` and `-`",
+            "d.yaml:13:7: error: unknown key `idd` in `launcher.custom_servers[2]`; did you mean `id`?",
+        ]
+    );
+}
+
+#[test]
+fn misspelt_keys_get_a_suggestion() {
+    assert_eq!(
+        errors("stat_dir: /s\npolicy: p\nsessions: {cgroup_parnet: auto}\nlaunchr: {}\n"),
+        [
+            "d.yaml:1:1: error: unknown key `stat_dir` at the top level; did you mean `state_dir`?",
+            "d.yaml:1:1: error: missing required key `state_dir` in the top level",
+            "d.yaml:3:12: error: unknown key `cgroup_parnet` in `sessions`; did you mean `cgroup_parent`?",
+            "d.yaml:4:1: error: unknown key `launchr` at the top level; did you mean `launcher`?",
+        ]
+    );
+    assert_eq!(
+        errors(&format!("{MINIMAL}logging: x\n")),
+        [
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher)"
+        ]
+    );
+}
+
+#[test]
+fn cgroup_parent_must_stay_inside_the_mount() {
+    let at = |value: &str| {
+        errors(&format!("{MINIMAL}sessions:\n  cgroup_parent: {value}\n"))
+            .into_iter()
+            .map(|e| e.trim_start_matches("d.yaml:4:18: error: ").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at("/agentsh.slice/../../x"),
+        ["`sessions.cgroup_parent` must not contain `..`: sessions stay under the cgroup it names"]
+    );
+    assert_eq!(
+        at("/sys/fs/cgroup/agentsh.slice"),
+        [
+            "`sessions.cgroup_parent` is a path inside the cgroup2 mount, not on the filesystem: write `/agentsh.slice`"
+        ]
+    );
+    assert!(at("\"  \"")[0].contains("must be `auto` or an absolute path"));
+    assert!(at("Auto")[0].contains("found the string \"Auto\""));
+    assert!(at("[a]")[0].contains("must be a string, found a list"));
+    let c = ok(&format!(
+        "{MINIMAL}sessions:\n  cgroup_parent: //agentsh.slice/./s/\n"
+    ));
+    assert_eq!(
+        c.sessions.cgroup_parent,
+        CgroupParent::Path("/agentsh.slice/s".into())
+    );
+}
+
+#[test]
+fn paths_must_say_something() {
+    assert_eq!(
+        errors("state_dir: \"  \"\npolicy: \"a\\0b\"\nsocket: ''\n"),
+        [
+            "d.yaml:1:12: error: `state_dir` must not be empty",
+            "d.yaml:2:9: error: `policy` must not contain a NUL character",
+            "d.yaml:3:9: error: `socket` must not be empty",
+        ]
+    );
+    assert_eq!(
+        errors("state_dir: ~\npolicy:\n"),
+        [
+            "d.yaml:1:1: error: missing required key `state_dir` in the top level",
+            "d.yaml:2:1: error: missing required key `policy` in the top level",
+        ]
+    );
+    assert_eq!(
+        warnings("state_dir: '/s '\npolicy: p\n"),
+        [
+            "d.yaml:1:12: warning: `state_dir` starts or ends with whitespace, which is kept as part of the path"
+        ]
+    );
+}
+
+#[test]
+fn socket_paths_must_fit_sun_path() {
+    let long = format!("/{}", "s".repeat(106));
+    assert_eq!(
+        ok(&format!("{MINIMAL}socket: {long}\n")).socket,
+        Some(PathBuf::from(&long))
+    );
+    let msgs = errors(&format!("{MINIMAL}socket: {long}x\n"));
+    assert_eq!(msgs.len(), 1);
+    assert!(
+        msgs[0].starts_with("d.yaml:3:9: error: `socket`: `/sss")
+            && msgs[0].ends_with("` is 108 bytes long; a Unix socket path holds at most 107"),
+        "{}",
+        msgs[0]
+    );
+}
+
+#[test]
+fn documents_that_are_not_a_config() {
+    assert_eq!(
+        errors(""),
+        [
+            "d.yaml:1:1: error: missing required key `state_dir` in the top level",
+            "d.yaml:1:1: error: missing required key `policy` in the top level",
+        ]
+    );
+    assert_eq!(
+        errors("- a\n"),
+        ["d.yaml:1:1: error: the file must be a mapping, found a list"]
+    );
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}sessions: true\nlauncher: {{custom_servers: x}}\n"
+        )),
+        [
+            "d.yaml:3:11: error: `sessions` must be a mapping, found the boolean `true`",
+            "d.yaml:4:28: error: `launcher.custom_servers` must be a list, found the string \"x\"",
+        ]
+    );
+    let msgs = errors("state_dir: [\n");
+    assert!(msgs[0].contains("invalid YAML"), "{msgs:?}");
+    assert_eq!(msgs.len(), 1, "a broken file is not also missing its keys");
+}
+
+#[test]
+fn custom_server_warnings() {
+    let src = format!(
+        "{MINIMAL}launcher:\n  custom_servers:\n    - match: '**'\n    - match: x-*\n    - {{match: x-*, id: other}}\n"
+    );
+    assert_eq!(
+        warnings(&src),
+        [
+            "d.yaml:5:7: warning: `launcher.custom_servers[0].match` is `**`, which matches every package, module and image: every npx, uvx, node, python and docker launch would run under agentsh-shim",
+            "d.yaml:7:7: warning: `launcher.custom_servers[2]` never applies: `launcher.custom_servers[1]` (line 6) has the same pattern and is tried first",
+        ]
+    );
+}
+
+#[test]
+fn load_daemon_file_reads_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentsh.yaml");
+    std::fs::write(&path, "state_dir: state\npolicy: /p.yaml\n").unwrap();
+    let c = load_daemon_file(&path).unwrap();
+    assert_eq!(c.state_dir, dir.path().join("state"));
+    assert_eq!(c.origin, path.display().to_string());
+
+    std::fs::write(&path, b"state_dir: \xff\n").unwrap();
+    let err = load_daemon_file(&path).unwrap_err();
+    let d = &err.diagnostics()[0];
+    assert_eq!((d.line, d.column, d.origin.clone()), (1, 12, c.origin));
+    assert!(d.message.contains("UTF-8"));
+
+    let err = load_daemon_file(&dir.path().join("missing.yaml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Io { .. }));
+    assert!(
+        err.to_string().contains("missing.yaml: cannot read"),
+        "{err}"
+    );
+}
+
+fn repo_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name)
+}
+
+#[test]
+fn shipped_configs_load_cleanly() {
+    let system =
+        load_daemon_file(&repo_file("packaging/agentsh.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(system.warnings.is_empty(), "{:?}", system.warnings);
+    assert_eq!(system.state_dir, Path::new("/var/lib/agentsh"));
+    assert_eq!(
+        system.socket.as_deref(),
+        Some(Path::new("/run/agentsh/agentsh.sock"))
+    );
+    assert_eq!(
+        system.policy,
+        Path::new("/etc/agentsh/policies/default.yaml")
+    );
+    assert_eq!(system.admin_group.as_deref(), Some("agentsh"));
+    assert_eq!(system.sessions, SessionsConfig::default());
+    assert!(system.launcher.enabled && system.launcher.custom_servers.is_empty());
+
+    let dev = load_daemon_file(&repo_file("agentsh.dev.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(dev.warnings.is_empty(), "{:?}", dev.warnings);
+    let root = std::path::absolute(repo_file(".")).unwrap();
+    let root: PathBuf = root.components().collect();
+    assert_eq!(dev.state_dir, root.join(".state"));
+    assert_eq!(dev.policy, root.join("policies/default.yaml"));
+    assert!(dev.policy.is_file(), "{}", dev.policy.display());
+    assert_eq!((dev.socket, dev.admin_group), (None, None));
+}
