@@ -20,14 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::kernel;
 
-/// Where session cgroups go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CgroupParent {
-    /// `/agentsh` when the daemon runs in the root cgroup, else `<its cgroup>/sessions`.
-    Auto,
-    /// A path inside the cgroup2 hierarchy, e.g. `/agentsh.slice/sessions`.
-    Path(PathBuf),
-}
+pub use crate::config::CgroupParent;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

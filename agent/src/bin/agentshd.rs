@@ -22,7 +22,7 @@ use agentsh::config::{self, DaemonConfig};
 use agentsh::daemon::{self, Daemon, Listener, Settings};
 use agentsh::engine::{Engine, Rules};
 use agentsh::kernel::KernelPrograms;
-use agentsh::session::{CgroupParent, Sessions, Tracking};
+use agentsh::session::{Sessions, Tracking};
 use agentsh::store::{EventLog, PinStore};
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
@@ -116,10 +116,7 @@ fn run(config: &DaemonConfig, signals: &SigSet) -> Result<()> {
     let sink: Arc<dyn EventSink> = log.clone();
     let engine = Arc::new(Engine::new(rules, Some(pins), sink));
 
-    let sessions = Sessions::new(&match &config.sessions.cgroup_parent {
-        config::CgroupParent::Auto => CgroupParent::Auto,
-        config::CgroupParent::Path(p) => CgroupParent::Path(p.clone()),
-    });
+    let sessions = Sessions::new(&config.sessions.cgroup_parent);
     let mut limitations = sessions.limitations().to_vec();
     let kernel = match KernelPrograms::load() {
         Ok(programs) => {

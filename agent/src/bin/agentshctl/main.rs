@@ -2,22 +2,33 @@
 
 mod inspect;
 mod pins;
+mod query;
+mod run;
 mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use query::View;
 
 #[derive(Debug, Parser)]
 #[command(name = "agentshctl", version, about = "Control and inspect agentsh")]
 struct Cli {
+    /// agentshd's control socket (default: $AGENTSH_SOCKET, else /run/agentsh/agentsh.sock).
+    #[arg(long, value_name = "PATH", global = true)]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start an agent in its own session: `agentshctl run -- claude`.
+    Run(run::Args),
+    /// Agent sessions: list, show, report.
+    #[command(subcommand)]
+    Session(query::SessionCommand),
     /// Policy files.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -30,6 +41,13 @@ enum Command {
 enum PolicyCommand {
     /// Validate a policy file: prints file:line:column for every error (exit 0 valid, 2 invalid).
     Check { file: PathBuf },
+    /// Profile-then-lock: a policy allowing exactly what SESSION listed, pinned by hash.
+    Generate {
+        session: String,
+        /// Write it here instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,15 +58,39 @@ enum McpCommand {
     Setup(setup::Args),
     /// Pinned tool definitions and server binaries: list, diff, trust, reset.
     Pins(pins::Args),
+    /// Let a tool held back by a detection through: SERVER:TOOL, or --server S --all.
+    Approve(query::ApproveCli),
+    /// Tools seen, per session and server, with hashes, state and calls.
+    Tools(query::Filters),
+    /// Servers seen, with tools, calls and alerts.
+    Servers(query::Filters),
+    /// Tool calls and their verdicts.
+    Calls(query::Filters),
+    /// Every event.
+    Events(query::Filters),
+    /// Detections: poisoned definitions and outputs, cross-server patterns, look-alike names.
+    Detections(query::Filters),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let socket = agentsh::api::socket_path(cli.socket.as_deref());
     let result = match cli.command {
+        Command::Run(args) => run::run(&args, &socket),
+        Command::Session(command) => query::session(&socket, &command),
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
+        Command::Policy(PolicyCommand::Generate { session, output }) => {
+            query::generate(&socket, &session, output.as_ref())
+        }
         Command::Mcp(McpCommand::Inspect(args)) => inspect::run(&args),
         Command::Mcp(McpCommand::Setup(args)) => setup::run(&args),
-        Command::Mcp(McpCommand::Pins(args)) => pins::run(&args),
+        Command::Mcp(McpCommand::Pins(args)) => pins::run(&args, &socket),
+        Command::Mcp(McpCommand::Approve(args)) => query::approve(&socket, &args),
+        Command::Mcp(McpCommand::Tools(f)) => query::events(&socket, &f, View::Tools),
+        Command::Mcp(McpCommand::Servers(f)) => query::events(&socket, &f, View::Servers),
+        Command::Mcp(McpCommand::Calls(f)) => query::events(&socket, &f, View::Calls),
+        Command::Mcp(McpCommand::Events(f)) => query::events(&socket, &f, View::Events),
+        Command::Mcp(McpCommand::Detections(f)) => query::events(&socket, &f, View::Detections),
     };
     match result {
         Ok(code) => code,

@@ -1,16 +1,20 @@
-//! `agentshctl mcp pins list|diff|trust|reset`: the pins a shim keeps in its state dir.
+//! `agentshctl mcp pins list|diff|trust|reset`: the pins agentshd keeps (through its control
+//! socket, so a trust takes effect in live sessions at once), or with `--state-dir` the pins
+//! of standalone shims, read directly.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agentsh::guard::listing::changed_fields;
+use agentsh::api::Client;
+use agentsh::api::protocol::{PinDiff, PinEntry, PinsArgs, ops};
+use agentsh::engine::listing::changed_fields;
 use agentsh::store::{PinStore, ToolPin};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The state dir the shims use (default: $AGENTSH_STATE_DIR, else ~/.local/state/agentsh).
+    /// Read the pins of standalone shims in this state dir instead of asking agentshd.
     #[arg(long, value_name = "DIR", env = "AGENTSH_STATE_DIR", global = true)]
     state_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -45,36 +49,141 @@ enum Command {
     Reset { target: String },
 }
 
-pub fn run(args: &Args) -> Result<ExitCode> {
-    let dir = match &args.state_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").context("HOME is not set; pass --state-dir")?)
-                .join(".local/state/agentsh")
+/// Where the pins are: agentshd, or a state dir read directly.
+enum Pins {
+    Daemon(Client),
+    Store(PinStore),
+}
+
+type Row = (String, String, ToolPin, Option<ToolPin>);
+
+impl Pins {
+    fn rows(&mut self, server: Option<&str>) -> Result<Vec<Row>> {
+        match self {
+            Pins::Daemon(client) => {
+                let entries: Vec<PinEntry> = client.call(
+                    ops::PINS_LIST,
+                    &PinsArgs {
+                        server: server.map(str::to_owned),
+                        tool: None,
+                    },
+                )?;
+                Ok(entries
+                    .into_iter()
+                    .map(|e| (e.server, e.tool, e.pin, e.pending))
+                    .collect())
+            }
+            Pins::Store(store) => {
+                let mut rows = Vec::new();
+                for (s, tool, pin) in store.all_tool_pins()? {
+                    if server.is_some_and(|want| want != s) {
+                        continue;
+                    }
+                    let pending = store.pending(&s, &tool)?;
+                    rows.push((s, tool, pin, pending));
+                }
+                Ok(rows)
+            }
         }
-    };
-    if !dir.join("pins.redb").exists() {
-        bail!(
-            "no pins in {} (pass --state-dir, the one the shims use)",
-            dir.display()
-        );
     }
-    let store = PinStore::open(&dir)?;
+
+    fn pin_and_pending(&mut self, server: &str, tool: &str) -> Result<(ToolPin, Option<ToolPin>)> {
+        match self {
+            Pins::Daemon(client) => {
+                let diff: PinDiff = client.call(
+                    ops::PINS_DIFF,
+                    &PinsArgs {
+                        server: Some(server.to_owned()),
+                        tool: Some(tool.to_owned()),
+                    },
+                )?;
+                Ok((diff.pinned, diff.pending))
+            }
+            Pins::Store(store) => {
+                let pin = store
+                    .tool_pin(server, tool)?
+                    .with_context(|| format!("{server}:{tool} is not pinned"))?;
+                Ok((pin, store.pending(server, tool)?))
+            }
+        }
+    }
+
+    fn trust(&mut self, server: &str, tool: &str, who: &str) -> Result<Option<ToolPin>> {
+        match self {
+            Pins::Daemon(client) => {
+                let trusted: Result<ToolPin, _> = client.call(
+                    ops::PINS_TRUST,
+                    &PinsArgs {
+                        server: Some(server.to_owned()),
+                        tool: Some(tool.to_owned()),
+                    },
+                );
+                match trusted {
+                    Ok(pin) => Ok(Some(pin)),
+                    Err(agentsh::api::ClientError::Api(e))
+                        if e.code == agentsh::api::ErrorCode::NotFound =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Pins::Store(store) => Ok(store.trust_pending(server, tool, who)?),
+        }
+    }
+
+    fn reset(&mut self, server: &str, tool: Option<&str>) -> Result<usize> {
+        match self {
+            Pins::Daemon(client) => {
+                let answer: Value = client.call(
+                    ops::PINS_RESET,
+                    &PinsArgs {
+                        server: Some(server.to_owned()),
+                        tool: tool.map(str::to_owned),
+                    },
+                )?;
+                Ok(answer["removed"].as_u64().unwrap_or(0) as usize)
+            }
+            Pins::Store(store) => Ok(store.reset(server, tool)?),
+        }
+    }
+}
+
+pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
+    let mut pins = match &args.state_dir {
+        Some(dir) => {
+            if !dir.join("pins.redb").exists() {
+                bail!("no pins in {} (the state dir the shims use)", dir.display());
+            }
+            Pins::Store(PinStore::open(dir)?)
+        }
+        None => Pins::Daemon(Client::connect(socket).context(
+            "the pins are agentshd's; for standalone shims give their --state-dir",
+        )?),
+    };
+    let binaries = match &pins {
+        Pins::Store(store) => store.all_binary_pins()?,
+        Pins::Daemon(_) => Vec::new(),
+    };
     match &args.command {
-        Command::List { server, json } => list(&store, server.as_deref(), *json),
+        Command::List { server, json } => {
+            let rows = pins.rows(server.as_deref())?;
+            list(&rows, &binaries, server.as_deref(), *json)
+        }
         Command::Diff { tool, json } => {
             let (server, tool) = split_target(tool)?;
-            diff(&store, server, tool, *json)
+            let (pin, pending) = pins.pin_and_pending(server, tool)?;
+            diff(&pin, pending.as_ref(), server, tool, *json)
         }
         Command::Trust { tool, server, all } => {
-            trust(&store, tool.as_deref(), server.as_deref(), *all)
+            trust(&mut pins, tool.as_deref(), server.as_deref(), *all)
         }
         Command::Reset { target } => {
             let (server, tool) = match target.split_once(':') {
                 Some((server, tool)) => (server, Some(tool)),
                 None => (target.as_str(), None),
             };
-            let removed = store.reset(server, tool)?;
+            let removed = pins.reset(server, tool)?;
             println!("{removed} pin(s) removed for {target}; the next listing pins afresh");
             Ok(ExitCode::SUCCESS)
         }
@@ -93,17 +202,14 @@ fn when(secs: u64) -> String {
     humantime::format_rfc3339_seconds(time).to_string()
 }
 
-fn list(store: &PinStore, server: Option<&str>, as_json: bool) -> Result<ExitCode> {
-    let mut rows = Vec::new();
-    for (s, tool, pin) in store.all_tool_pins()? {
-        if server.is_some_and(|want| want != s) {
-            continue;
-        }
-        let pending = store.pending(&s, &tool)?;
-        rows.push((s, tool, pin, pending));
-    }
+fn list(
+    rows: &[Row],
+    binaries: &[(String, agentsh::store::BinaryPin)],
+    server: Option<&str>,
+    as_json: bool,
+) -> Result<ExitCode> {
     if as_json {
-        for (server, tool, pin, pending) in &rows {
+        for (server, tool, pin, pending) in rows {
             let line = json!({
                 "server": server, "tool": tool, "hash": pin.hash,
                 "pinned_at": when(pin.pinned_at), "trusted_by": pin.trusted_by,
@@ -111,7 +217,7 @@ fn list(store: &PinStore, server: Option<&str>, as_json: bool) -> Result<ExitCod
             });
             println!("{line}");
         }
-        for (s, bin) in store.all_binary_pins()? {
+        for (s, bin) in binaries {
             if server.is_none_or(|want| want == s) {
                 println!(
                     "{}",
@@ -125,7 +231,7 @@ fn list(store: &PinStore, server: Option<&str>, as_json: bool) -> Result<ExitCod
         "{:<24} {:<28} {:<16} {:<22} STATE",
         "SERVER", "TOOL", "HASH", "TRUSTED"
     );
-    for (server, tool, pin, pending) in &rows {
+    for (server, tool, pin, pending) in rows {
         let state = match pending {
             Some(p) => format!(
                 "CHANGED -> {} (agentshctl mcp pins diff {server}:{tool})",
@@ -142,7 +248,7 @@ fn list(store: &PinStore, server: Option<&str>, as_json: bool) -> Result<ExitCod
             state
         );
     }
-    for (s, bin) in store.all_binary_pins()? {
+    for (s, bin) in binaries {
         if server.is_none_or(|want| want == s) {
             println!(
                 "{:<24} {:<28} {:<16} binary {}",
@@ -161,11 +267,14 @@ fn short(hash: &str) -> String {
     format!("sha256:{}", &hex[..hex.len().min(8)])
 }
 
-fn diff(store: &PinStore, server: &str, tool: &str, as_json: bool) -> Result<ExitCode> {
-    let pin = store
-        .tool_pin(server, tool)?
-        .with_context(|| format!("{server}:{tool} is not pinned"))?;
-    let Some(pending) = store.pending(server, tool)? else {
+fn diff(
+    pin: &ToolPin,
+    pending: Option<&ToolPin>,
+    server: &str,
+    tool: &str,
+    as_json: bool,
+) -> Result<ExitCode> {
+    let Some(pending) = pending else {
         println!(
             "{server}:{tool} matches its pin ({}); nothing changed",
             pin.hash
@@ -173,6 +282,7 @@ fn diff(store: &PinStore, server: &str, tool: &str, as_json: bool) -> Result<Exi
         return Ok(ExitCode::SUCCESS);
     };
     let fields = changed_fields(&pin.definition, &pending.definition);
+    let (pin, pending) = (pin.clone(), pending.clone());
     let field =
         |def: &ToolPin, name: &str| def.definition.get(name).cloned().unwrap_or(Value::Null);
     if as_json {
@@ -243,7 +353,7 @@ fn side_by_side(left: Vec<String>, right: Vec<String>) -> Vec<(String, String)> 
 }
 
 fn trust(
-    store: &PinStore,
+    pins: &mut Pins,
     target: Option<&str>,
     server: Option<&str>,
     all: bool,
@@ -256,16 +366,16 @@ fn trust(
             let (s, t) = split_target(t)?;
             vec![(s.to_owned(), t.to_owned())]
         }
-        (None, Some(s), true) => store
-            .tool_pins(s)?
+        (None, Some(s), true) => pins
+            .rows(Some(s))?
             .into_iter()
-            .map(|(tool, _)| (s.to_owned(), tool))
+            .map(|(server, tool, _, _)| (server, tool))
             .collect(),
         _ => bail!("give SERVER:TOOL, or --server SERVER --all"),
     };
     let mut trusted = 0;
     for (server, tool) in &targets {
-        if let Some(pin) = store.trust_pending(server, tool, &who)? {
+        if let Some(pin) = pins.trust(server, tool, &who)? {
             println!(
                 "{server}:{tool} now pinned at {} (trusted by {who})",
                 pin.hash
