@@ -5,11 +5,10 @@
 //! share a kept hash whatever the hash function: some window lies wholly inside the shared
 //! part, and both texts keep its minimum. Substrings shorter than [`KGRAM`] never match.
 //!
-//! A text winnowed with a larger window keeps a subset of the hashes it would keep with a
-//! smaller one, restricted to those a smaller-window text also keeps inside the shared part:
-//! the minimum of a large window is the minimum of every smaller window that contains it. So
-//! outputs may be thinned with larger windows to fit a memory budget while arguments are always
-//! winnowed with [`WINDOW`], and matches of `window + KGRAM - 1` bytes are still guaranteed.
+//! Outputs may be winnowed with a larger window `W` to fit a memory budget while arguments are
+//! always winnowed with [`WINDOW`]: the minimum of a `W`-window inside a shared part is also
+//! the minimum of every smaller window within it that contains its position, so the argument
+//! keeps it too, and shared substrings of `W + KGRAM - 1` bytes are still always found.
 //!
 //! ASCII whitespace is skipped before hashing, so text reflowed or re-indented between a tool
 //! result and a later argument still matches (MOSS does the same).

@@ -36,8 +36,9 @@ pub struct HistoryLimits {
 }
 
 impl Default for HistoryLimits {
-    /// About 3 MiB for a session at every bound: 64 Ki fingerprints (~40 bytes each with the
-    /// index) covering ~450 KiB of recent output text, and 64 Ki burst timestamps.
+    /// A few MiB for a session at every bound, which it reaches only by recording that much:
+    /// 64 Ki fingerprints (the index and per-output lists, ~40 bytes each) covering roughly the
+    /// last 450 KiB of output text, and 64 Ki burst timestamps (16 bytes each).
     fn default() -> Self {
         Self {
             max_fingerprints: 1 << 16,
@@ -145,7 +146,9 @@ impl SessionHistory {
         self.outputs.record(server, tool, output, now, self.turn);
     }
 
-    /// A new model turn begins (the LLM proxy calls this).
+    /// A new turn begins: the user asked for something new (the LLM proxy calls this). Not for
+    /// every model request: the request that carries a tool result back to the model is the
+    /// same turn, or `same_turn_only` would never see a result flow into the next call.
     pub fn start_turn(&mut self, now: Instant) {
         self.turn += 1;
         self.last_activity = Some(now);
