@@ -1,6 +1,6 @@
 //! agentsh: one policy engine in front of every tool an AI coding agent can use.
 //!
-//! Engine modules (`mcp`, `inspect`, `policy`) do no I/O: bytes and observations in, verdicts
+//! Engine modules (`mcp`, `inspect`, `policy`, `analyzer`) do no I/O: bytes and observations in, verdicts
 //! and events out.
 
 pub mod analyzer;

@@ -24,7 +24,7 @@ pub use verdict::{
     BinaryVerdict, CallVerdict, ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
 };
 
-use crate::analyzer::{RateLimiter, SessionHistory, similarity};
+use crate::analyzer::{RateLimiter, SessionHistory, look_alike};
 use crate::audit::{Action, Event, EventKind, EventSink};
 use crate::config::{self, Policy};
 use crate::inspect::{CustomPattern, Detector, DetectorOptions, InspectError};
@@ -236,7 +236,7 @@ impl Engine {
             .chain(rules.mcp().servers.iter().map(|s| s.id.clone()))
             .filter(|name| name != server)
             .collect();
-        let found = similarity::look_alike(
+        let found = look_alike(
             server,
             candidates.iter().map(String::as_str),
             similar_cfg.threshold,
