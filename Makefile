@@ -15,7 +15,7 @@ build: setup
 # Start agentshd in the foreground with the shipped default policy and a state dir in the repo.
 run: build
 	@mkdir -p $(STATE_DIR)
-	./target/release/agentshd --foreground --policy $(POLICY) --state-dir $(STATE_DIR)
+	./target/release/agentshd --config agentsh.dev.yaml --foreground
 
 lint: setup
 	$(CARGO) fmt --all -- --check

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentsh::audit::NullSink;
+use agentsh::engine::{Engine, Local, Rules};
 use agentsh::guard::Guard;
-use agentsh::inspect::{Detector, DetectorOptions};
 
 fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -14,9 +14,12 @@ fn main() {
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root.join("policies/default.yaml"));
-    let policy = Arc::new(agentsh::config::load_file(&path).unwrap_or_else(|e| panic!("{e}")));
-    let detector = Arc::new(Detector::new(DetectorOptions::default()).expect("detector"));
-    let guard = Guard::new("bench", policy, detector, None, Arc::new(NullSink));
+    let policy = agentsh::config::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let max = policy.mcp().max_message_bytes;
+    let rules = Rules::compile(policy).expect("detector");
+    let engine = Arc::new(Engine::new(rules, None, Arc::new(NullSink)));
+    let session = engine.session(None);
+    let guard = Guard::new("bench", Arc::new(Local::new(engine, session)), max);
     let n = 200_000;
     let requests: Vec<Vec<u8>> = (0..n)
         .map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_text_file","arguments":{{"path":"/home/dev/project/src/main.rs"}}}}}}"#).into_bytes())

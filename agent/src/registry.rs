@@ -113,10 +113,14 @@ impl Registry {
     pub fn lookup(&self, server: &str, tool: &str) -> Option<&Entry> {
         self.get(server, tool).or_else(|| {
             let folded = fold_name(tool);
-            self.servers.get(server)?.tools.iter().find_map(|(name, entry)| {
-                let withheld = matches!(entry.state, ToolState::Withheld { .. });
-                (withheld && fold_name(name) == folded).then_some(entry)
-            })
+            self.servers
+                .get(server)?
+                .tools
+                .iter()
+                .find_map(|(name, entry)| {
+                    let withheld = matches!(entry.state, ToolState::Withheld { .. });
+                    (withheld && fold_name(name) == folded).then_some(entry)
+                })
         })
     }
 

@@ -171,7 +171,9 @@ impl Sessions {
                 for _ in 0..256 {
                     let start = start_time(current).ok()?;
                     let found = live.iter().find_map(|(id, root)| match root {
-                        Root::Process { pid, start_time } if *pid == current && *start_time == start => {
+                        Root::Process { pid, start_time }
+                            if *pid == current && *start_time == start =>
+                        {
                             Some(id.clone())
                         }
                         _ => None,
@@ -257,7 +259,12 @@ fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionEr
     // Delegation: the agent's user may organise its own processes below the session.
     if owner != 0 {
         let uid = Some(nix::unistd::Uid::from_raw(owner));
-        for name in ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
+        for name in [
+            "",
+            "cgroup.procs",
+            "cgroup.threads",
+            "cgroup.subtree_control",
+        ] {
             let path = if name.is_empty() {
                 dir.to_owned()
             } else {
@@ -287,9 +294,7 @@ fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionEr
 /// Whether a cgroup (or any below it) still has processes.
 fn populated(dir: &Path) -> bool {
     match fs::read_to_string(dir.join("cgroup.events")) {
-        Ok(events) => events
-            .lines()
-            .any(|l| l.trim() == "populated 1"),
+        Ok(events) => events.lines().any(|l| l.trim() == "populated 1"),
         // Gone (removed by someone else) means empty.
         Err(_) => false,
     }
@@ -344,7 +349,9 @@ pub fn start_time(pid: u32) -> Result<u64, SessionError> {
 fn stat_field(pid: u32, n: usize) -> Option<String> {
     let text = read_proc(pid, "stat").ok()?;
     let rest = &text[text.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?).map(str::to_owned)
+    rest.split_whitespace()
+        .nth(n.checked_sub(3)?)
+        .map(str::to_owned)
 }
 
 fn read_proc(pid: u32, file: &str) -> Result<String, SessionError> {
@@ -381,7 +388,10 @@ mod tests {
     #[test]
     fn proc_fields_of_this_process() {
         let me = std::process::id();
-        assert_eq!(parent_of(me).unwrap(), nix::unistd::getppid().as_raw() as u32);
+        assert_eq!(
+            parent_of(me).unwrap(),
+            nix::unistd::getppid().as_raw() as u32
+        );
         assert!(start_time(me).unwrap() > 0);
         assert!(cgroup_of(me).unwrap().starts_with('/'));
     }

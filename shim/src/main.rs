@@ -14,6 +14,7 @@
 mod binary;
 mod child;
 mod env;
+mod launcher;
 mod relay;
 mod server_id;
 
@@ -51,7 +52,12 @@ struct Args {
     #[arg(long, value_name = "ID")]
     server_id: Option<String>,
     /// With --policy: directory for pins (tool definitions, server binary) kept across runs.
-    #[arg(long, value_name = "DIR", env = "AGENTSH_STATE_DIR", requires = "policy")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "AGENTSH_STATE_DIR",
+        requires = "policy"
+    )]
     state_dir: Option<PathBuf>,
     /// With --policy: append audit events as JSON lines to this file.
     #[arg(long, value_name = "FILE", requires = "policy")]
@@ -62,6 +68,16 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Started as `npx`, `node`... from the launcher directory of an agent session.
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_default();
+    if let Some(name) = std::path::Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| launcher::NAMES.contains(n))
+    {
+        launcher::run(name, argv.collect());
+    }
     let args = Args::parse();
     // Before any thread exists, so every thread inherits the mask.
     if let Err(err) = child::block_forwarded_signals() {

@@ -193,14 +193,15 @@ fn agentshd_starts_reloads_and_stops() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::copy(repo_root().join("policies/default.yaml"), &policy).unwrap();
+    let config = dir.path().join("agentsh.yaml");
+    std::fs::write(
+        &config,
+        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\n",
+    )
+    .unwrap();
     let mut daemon = Command::new(bin("agentshd"))
-        .args([
-            "--foreground",
-            "--policy",
-            policy.to_str().unwrap(),
-            "--state-dir",
-        ])
-        .arg(dir.path().join("state"))
+        .args(["--foreground", "--config"])
+        .arg(&config)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -224,7 +225,8 @@ fn agentshd_starts_reloads_and_stops() {
     signal("-HUP");
     let mut stderr = BufReader::new(daemon.stderr.take().unwrap());
     let mut err_text = String::new();
-    while !(err_text.contains("keeping the last good policy") && err_text.contains("enforce_polcy"))
+    while !(err_text.contains("the last good one stays in force")
+        && err_text.contains("enforce_polcy"))
     {
         let mut l = String::new();
         if stderr.read_line(&mut l).unwrap() == 0 {
@@ -249,14 +251,24 @@ fn agentshd_starts_reloads_and_stops() {
     // An invalid policy at start: no daemon, exit 2, the location named.
     std::fs::write(&policy, "sandbox: {mcp: {fail_closed: maybe}}\n").unwrap();
     let mut cmd = Command::new(bin("agentshd"));
-    cmd.args([
-        "--foreground",
-        "--policy",
-        policy.to_str().unwrap(),
-        "--state-dir",
-    ])
-    .arg(dir.path().join("state"));
+    cmd.args(["--foreground", "--config"]).arg(&config);
     let out = run_bounded(cmd, b"", Duration::from_secs(10));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(out.stderr.contains(":1:"), "{}", out.stderr);
+    assert_eq!(out.status.code(), Some(78));
+    assert!(out.stderr.contains("policy.yaml:1:"), "{}", out.stderr);
+
+    // A config that does not load names its file, line and column too.
+    std::fs::write(
+        &config,
+        "state_dir: state\npolicy: policy.yaml\nsockett: x\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(bin("agentshd"));
+    cmd.args(["--foreground", "--config"]).arg(&config);
+    let out = run_bounded(cmd, b"", Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(78));
+    assert!(
+        out.stderr.contains("agentsh.yaml:3:1") && out.stderr.contains("did you mean `socket`"),
+        "{}",
+        out.stderr
+    );
 }

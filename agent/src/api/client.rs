@@ -134,7 +134,8 @@ impl Client {
                 "the daemon closed the connection",
             )));
         }
-        let response: RawResponse = serde_json::from_slice(&self.line).map_err(|e| self.protocol(e))?;
+        let response: RawResponse =
+            serde_json::from_slice(&self.line).map_err(|e| self.protocol(e))?;
         if response.id != id || response.v != PROTOCOL_VERSION {
             return Err(self.protocol(format!(
                 "answer v{} id {} to request v{PROTOCOL_VERSION} id {id}",
@@ -181,7 +182,11 @@ impl RemoteDecider {
         })
     }
 
-    fn call<A: Serialize, R: DeserializeOwned>(&self, op: &str, args: &A) -> Result<R, DecideError> {
+    fn call<A: Serialize, R: DeserializeOwned>(
+        &self,
+        op: &str,
+        args: &A,
+    ) -> Result<R, DecideError> {
         let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
         let mut client = match pooled {
             Some(client) => client,

@@ -77,7 +77,14 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    match run(&config, &signals) {
+    let policy = match config::load_file(&config.policy) {
+        Ok(policy) => policy,
+        Err(err) => {
+            eprintln!("{err}\nagentshd: the policy does not load; not starting");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match run(&config, policy, &signals) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("agentshd: {err:#}");
@@ -103,10 +110,7 @@ fn load_config(args: &Args) -> Result<DaemonConfig> {
     Ok(config)
 }
 
-fn run(config: &DaemonConfig, signals: &SigSet) -> Result<()> {
-    let policy = config::load_file(&config.policy)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("the policy does not load; not starting")?;
+fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Result<()> {
     for warning in &policy.warnings {
         eprintln!("{warning}");
     }

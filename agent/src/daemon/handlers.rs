@@ -115,7 +115,12 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::BINARY => {
             let a: BinaryArgs = args(raw)?;
             let verdict = engine
-                .binary(&verdict_session(daemon, peer), &a.server, &a.path, &a.sha256)
+                .binary(
+                    &verdict_session(daemon, peer),
+                    &a.server,
+                    &a.path,
+                    &a.sha256,
+                )
                 .map_err(|e| internal(e.0))?;
             ok(&verdict)
         }
@@ -194,7 +199,10 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::PINS_DIFF => {
             let a: PinsArgs = args(raw)?;
             let (Some(server), Some(tool)) = (a.server, a.tool) else {
-                return Err(ApiError::new(ErrorCode::BadRequest, "pins.diff needs server and tool"));
+                return Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    "pins.diff needs server and tool",
+                ));
             };
             let store = pin_store(daemon)?;
             let pinned = store
@@ -217,7 +225,10 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             admin_only(peer, "trusting a definition")?;
             let a: PinsArgs = args(raw)?;
             let (Some(server), Some(tool)) = (a.server, a.tool) else {
-                return Err(ApiError::new(ErrorCode::BadRequest, "pins.trust needs server and tool"));
+                return Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    "pins.trust needs server and tool",
+                ));
             };
             let pin = engine
                 .trust(&server, &tool, &peer.user)
@@ -225,7 +236,9 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
                 .ok_or_else(|| {
                     ApiError::new(
                         ErrorCode::NotFound,
-                        format!("no changed definition of {server}:{tool} is waiting to be trusted"),
+                        format!(
+                            "no changed definition of {server}:{tool} is waiting to be trusted"
+                        ),
                     )
                 })?;
             ok(&pin)
@@ -234,7 +247,10 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             admin_only(peer, "resetting pins")?;
             let a: PinsArgs = args(raw)?;
             let Some(server) = a.server else {
-                return Err(ApiError::new(ErrorCode::BadRequest, "pins.reset needs a server"));
+                return Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    "pins.reset needs a server",
+                ));
             };
             let removed = pin_store(daemon)?
                 .reset(&server, a.tool.as_deref())
@@ -280,12 +296,15 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::POLICY_GENERATE => {
             let a: SessionArgs = args(raw)?;
             let record = readable_session(daemon, peer, &a.session)?;
-            let policy = report::generate_policy(daemon, &record).map_err(|e| internal(e.to_string()))?;
+            let policy =
+                report::generate_policy(daemon, &record).map_err(|e| internal(e.to_string()))?;
             ok(&Generated { policy })
         }
         ops::POLICY_RELOAD => {
             admin_only(peer, "reloading the policy")?;
-            ok(&daemon.reload_policy().map_err(|e| ApiError::new(ErrorCode::Invalid, e))?)
+            ok(&daemon
+                .reload_policy()
+                .map_err(|e| ApiError::new(ErrorCode::Invalid, e))?)
         }
         other => Err(ApiError::new(
             ErrorCode::UnknownOp,
@@ -326,7 +345,10 @@ fn readable_session(daemon: &Daemon, peer: &Peer, id: &str) -> Result<SessionRec
             peer.session.as_deref().unwrap_or_default()
         ))),
         Some(_) => Err(forbidden(format!("session {id} belongs to another user"))),
-        None => Err(ApiError::new(ErrorCode::NotFound, format!("no session {id}"))),
+        None => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no session {id}"),
+        )),
     }
 }
 
@@ -386,7 +408,10 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         Some(source) => {
             let policy = crate::config::load_str(&source.text, &source.origin)
                 .map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?;
-            Some(Rules::compile(policy).map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?)
+            Some(
+                Rules::compile(policy)
+                    .map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?,
+            )
         }
     };
     let id = crate::session::new_id();
@@ -405,9 +430,10 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         owner,
         command: a.command,
         cgroup,
-        policy: rules
-            .as_ref()
-            .map_or_else(|| daemon.engine.rules().policy.origin.clone(), |r| r.policy.origin.clone()),
+        policy: rules.as_ref().map_or_else(
+            || daemon.engine.rules().policy.origin.clone(),
+            |r| r.policy.origin.clone(),
+        ),
         started_at: now_secs(),
         ended_at: None,
     };
@@ -474,7 +500,12 @@ pub fn end_session(daemon: &Daemon, id: &str) {
     if let Some(session) = daemon.engine.find_session(id) {
         daemon.engine.record(
             &session,
-            Event::new(EventKind::SessionEnded, "", Action::Allow, "session cgroup emptied"),
+            Event::new(
+                EventKind::SessionEnded,
+                "",
+                Action::Allow,
+                "session cgroup emptied",
+            ),
         );
     }
     daemon.engine.close_session(id);

@@ -77,7 +77,8 @@ impl Daemon {
                 Ok(Reloaded { origin, warnings })
             }
             Err(err) => {
-                let reason = format!("policy not reloaded, the last good one stays in force: {err}");
+                let reason =
+                    format!("policy not reloaded, the last good one stays in force: {err}");
                 self.engine.record_global(Event::new(
                     EventKind::PolicyLoaded,
                     "",

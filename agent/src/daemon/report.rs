@@ -40,7 +40,11 @@ fn session_events(daemon: &Daemon, id: &str) -> Result<Vec<Event>, StoreError> {
 }
 
 /// (server -> tool -> facts) from a session's events and, while it lives, its registry.
-fn tool_facts(daemon: &Daemon, id: &str, events: &[Event]) -> BTreeMap<String, BTreeMap<String, ToolFacts>> {
+fn tool_facts(
+    daemon: &Daemon,
+    id: &str,
+    events: &[Event],
+) -> BTreeMap<String, BTreeMap<String, ToolFacts>> {
     let mut servers: BTreeMap<String, BTreeMap<String, ToolFacts>> = BTreeMap::new();
     for event in events {
         let Some(tool) = &event.tool else {
@@ -61,10 +65,9 @@ fn tool_facts(daemon: &Daemon, id: &str, events: &[Event]) -> BTreeMap<String, B
                 }
                 facts.first_seen.get_or_insert(event.timestamp);
                 facts.state = match event.action {
-                    Action::Block => format!(
-                        "withheld ({})",
-                        event.rule.as_deref().unwrap_or("policy")
-                    ),
+                    Action::Block => {
+                        format!("withheld ({})", event.rule.as_deref().unwrap_or("policy"))
+                    }
                     _ if facts.state.is_empty() || event.event == EventKind::McpToolSeen => {
                         "trusted".to_owned()
                     }
@@ -74,10 +77,8 @@ fn tool_facts(daemon: &Daemon, id: &str, events: &[Event]) -> BTreeMap<String, B
             EventKind::McpToolCalled => {
                 facts.calls.count(event.action);
                 if event.action == Action::Block {
-                    facts.last_block = Some((
-                        event.rule.clone().unwrap_or_default(),
-                        event.reason.clone(),
-                    ));
+                    facts.last_block =
+                        Some((event.rule.clone().unwrap_or_default(), event.reason.clone()));
                 }
                 if facts.hash.is_none() {
                     facts.hash.clone_from(&event.hash);
@@ -203,7 +204,10 @@ pub fn generate_policy(daemon: &Daemon, record: &SessionRecord) -> Result<String
     }
     for server in &usable {
         let tools = &facts[*server];
-        let calls: u64 = tools.values().map(|f| f.calls.allowed + f.calls.audited).sum();
+        let calls: u64 = tools
+            .values()
+            .map(|f| f.calls.allowed + f.calls.audited)
+            .sum();
         let _ = writeln!(
             out,
             "      - {}   # {} tool(s) listed, {calls} call(s) let through",

@@ -58,7 +58,9 @@ impl Engine {
             .or_else(|| self.rate_limit_step(session, policy, server, now))
             .unwrap_or_else(|| {
                 let status = match (&known.pin_hold, &known.hash) {
-                    (Some((rule, reason)), Some(hash)) => ToolStatus::Withheld { hash, rule, reason },
+                    (Some((rule, reason)), Some(hash)) => {
+                        ToolStatus::Withheld { hash, rule, reason }
+                    }
                     (_, Some(hash)) => ToolStatus::Listed(hash),
                     (_, None) => ToolStatus::Unlisted,
                 };

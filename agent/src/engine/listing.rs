@@ -123,9 +123,9 @@ fn check_shadowing(policy: &McpPolicy, server: &str, owner: &str, d: &mut Listin
             reason,
             event,
         ),
-        config::Action::Alert => d.events.push(
-            finish(event, d, Action::Alert, reason).rule("cross_server/shadow_tool"),
-        ),
+        config::Action::Alert => d
+            .events
+            .push(finish(event, d, Action::Alert, reason).rule("cross_server/shadow_tool")),
     }
     if d.state != ToolState::Trusted {
         d.pin_write = None;

@@ -203,7 +203,12 @@ impl Engine {
     fn store_error(&self, session: &Session, server: &str, err: &StoreError) {
         self.record(
             session,
-            Event::new(EventKind::StoreError, server, Action::Alert, err.to_string()),
+            Event::new(
+                EventKind::StoreError,
+                server,
+                Action::Alert,
+                err.to_string(),
+            ),
         );
     }
 

@@ -71,7 +71,11 @@ impl Engine {
             first.field,
             first.matched
         );
-        let action = if enforced { Action::Block } else { Action::Alert };
+        let action = if enforced {
+            Action::Block
+        } else {
+            Action::Alert
+        };
         let text = if block && !enforced {
             format!("audit-only, would block: {reason}")
         } else {

@@ -298,12 +298,7 @@ impl Guard {
                     call.name, self.server
                 );
                 self.record(self.refused(text.clone(), "client"));
-                return ClientCheck::Refuse(Some(error_response(
-                    id,
-                    codes::REFUSED,
-                    &text,
-                    None,
-                )));
+                return ClientCheck::Refuse(Some(error_response(id, codes::REFUSED, &text, None)));
             }
         };
         if verdict.blocks() {
@@ -612,7 +607,6 @@ fn recover_id(line: &[u8]) -> Option<Id> {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
-
 
 /// A line that other line readers would split where we do not. JSON allows a bare `\r` as
 /// whitespace, but Python's text-mode stdin (the Python MCP SDK) and Node's readline end a line

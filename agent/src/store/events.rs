@@ -152,7 +152,7 @@ impl EventLog {
         let path = dir.join("events.redb");
         let db = Database::create(&path).map_err(|source| StoreError::Open {
             path: path.clone(),
-            source: Box::new(source.into()),
+            source: Box::new(source),
         })?;
         let txn = db
             .begin_write()

@@ -157,9 +157,10 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             }
             Pins::Store(PinStore::open(dir)?)
         }
-        None => Pins::Daemon(Client::connect(socket).context(
-            "the pins are agentshd's; for standalone shims give their --state-dir",
-        )?),
+        None => Pins::Daemon(
+            Client::connect(socket)
+                .context("the pins are agentshd's; for standalone shims give their --state-dir")?,
+        ),
     };
     let binaries = match &pins {
         Pins::Store(store) => store.all_binary_pins()?,

@@ -135,8 +135,8 @@ fn print_events(events: &[Event], as_json: bool, view: View) {
         return;
     }
     println!(
-        "{:<20} {:<14} {:<27} {:<16} {:<20} {:<6} {}",
-        "TIME", "SESSION", "EVENT", "SERVER", "TOOL", "ACTION", "REASON"
+        "{:<20} {:<14} {:<27} {:<16} {:<20} {:<6} REASON",
+        "TIME", "SESSION", "EVENT", "SERVER", "TOOL", "ACTION"
     );
     for event in events {
         let what = match (view, event.severity) {
@@ -215,7 +215,11 @@ fn print_tools(events: &[Event], as_json: bool) {
             row.hash.as_deref().map_or("-".into(), short_hash),
             row.allowed,
             row.blocked,
-            if row.state.is_empty() { "called" } else { &row.state }
+            if row.state.is_empty() {
+                "called"
+            } else {
+                &row.state
+            }
         );
     }
 }
@@ -241,7 +245,10 @@ fn print_servers(events: &[Event], as_json: bool) {
         row.sessions.insert(short_session(event).to_owned());
         row.last = Some(event.timestamp);
         if let Some(tool) = &event.tool
-            && matches!(event.event, EventKind::McpToolSeen | EventKind::McpToolChanged)
+            && matches!(
+                event.event,
+                EventKind::McpToolSeen | EventKind::McpToolChanged
+            )
         {
             row.tools.insert(tool.clone());
         }
@@ -335,7 +342,11 @@ pub fn session(socket: &Path, command: &SessionCommand) -> Result<ExitCode> {
                     s["id"].as_str().unwrap_or_default(),
                     started,
                     s["owner"].as_str().unwrap_or_default(),
-                    if s["live"].as_bool() == Some(true) { "yes" } else { "no" },
+                    if s["live"].as_bool() == Some(true) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
                     s["name"].as_str().unwrap_or("-"),
                     command.join(" ")
                 );

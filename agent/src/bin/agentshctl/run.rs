@@ -108,7 +108,9 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect(),
                 pid: child.as_raw() as u32,
-                uid: target.as_ref().map_or_else(|| Uid::current().as_raw(), |u| u.uid.as_raw()),
+                uid: target
+                    .as_ref()
+                    .map_or_else(|| Uid::current().as_raw(), |u| u.uid.as_raw()),
                 policy,
             },
         )
@@ -127,7 +129,12 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     drop(client);
     let session = &created.session;
     let launcher_dir = if created.launcher.enabled && !args.no_launchers {
-        Some(make_launcher_dir(session.id.as_str(), &shim, &created, target.as_ref())?)
+        Some(make_launcher_dir(
+            session.id.as_str(),
+            &shim,
+            &created,
+            target.as_ref(),
+        )?)
     } else {
         None
     };
@@ -136,8 +143,6 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         message.push_str(&dir.display().to_string());
     }
     message.push('\n');
-    go.write_all(message.as_bytes())?;
-    drop(go);
     eprintln!(
         "agentshctl: session {} started{}",
         session.id,
@@ -146,7 +151,8 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             .as_ref()
             .map_or_else(String::new, |c| format!(" (cgroup {c})"))
     );
-
+    go.write_all(message.as_bytes())?;
+    drop(go);
     let status = wait_forwarding(child, &signals)?;
     if let Some(dir) = &launcher_dir {
         let _ = std::fs::remove_dir_all(dir);
@@ -192,8 +198,7 @@ fn make_launcher_dir(
         .filter(|_| target.is_none())
         .map_or_else(std::env::temp_dir, PathBuf::from);
     let dir = base.join(format!("agentsh-launchers-{session}"));
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for name in LAUNCHERS {
         let link = dir.join(name);
         let _ = std::fs::remove_file(&link);
@@ -257,7 +262,13 @@ fn child_main(
     );
     // 127: command not found, as shells report it.
     // SAFETY: see above.
-    unsafe { libc::_exit(if err == nix::errno::Errno::ENOENT { 127 } else { 126 }) }
+    unsafe {
+        libc::_exit(if err == nix::errno::Errno::ENOENT {
+            127
+        } else {
+            126
+        })
+    }
 }
 
 fn drop_privileges(user: &User) -> nix::Result<()> {
@@ -300,9 +311,7 @@ fn wait_forwarding(child: Pid, signals: &SigSet) -> Result<std::process::ExitSta
             let _ = signal::kill(child, sig);
         }
     });
-    done_rx
-        .recv()
-        .context("lost track of the agent process")
+    done_rx.recv().context("lost track of the agent process")
 }
 
 /// Ends this process the way the agent ended: same exit code, or the same signal.

@@ -1,0 +1,135 @@
+//! Verdict latency with 100 registered tools: the engine in process, and a round trip over
+//! agentshd's control socket, against a bare round trip over a Unix socket (the floor any
+//! socket protocol pays) in the same run.
+//! `cargo run --release -p agentsh --example verdict_bench`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentsh::api::RemoteDecider;
+use agentsh::audit::NullSink;
+use agentsh::daemon::{self, Daemon, Listener, Settings};
+use agentsh::engine::{Decider, Engine, Rules};
+use agentsh::session::{CgroupParent, Sessions};
+use agentsh::store::EventLog;
+use serde_json::{Value, json};
+
+const N: usize = 50_000;
+
+fn main() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let policy = agentsh::config::load_file(&root.join("policies/default.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tools: Vec<Value> = (0..100)
+        .map(|i| json!({"name": format!("tool_{i}"), "description": format!("Tool number {i}."), "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}))
+        .collect();
+    let arguments = json!({"path": "/home/dev/project/src/main.rs"});
+    let arguments = arguments.as_object();
+
+    // In process: the engine's decision (the event goes to a sink that drops it).
+    let engine = Engine::new(
+        Rules::compile(policy.clone()).expect("rules"),
+        None,
+        Arc::new(NullSink),
+    );
+    let session = engine.session(Some("bench"));
+    engine.tools_listed(&session, "fs", &tools);
+    let in_process = measure(|i| {
+        std::hint::black_box(engine.tool_call(
+            &session,
+            "fs",
+            &format!("tool_{}", i % 100),
+            arguments,
+        ));
+    });
+
+    // Over the control socket, to a daemon with its event log (events journaled and committed).
+    let log = Arc::new(EventLog::open(dir.path()).expect("event log"));
+    let daemon_engine = Arc::new(Engine::new(
+        Rules::compile(policy).expect("rules"),
+        None,
+        log.clone(),
+    ));
+    let socket = dir.path().join("agentsh.sock");
+    let listener = Arc::new(Listener::bind(&socket).expect("bind"));
+    let d = Arc::new(Daemon {
+        engine: daemon_engine,
+        log,
+        sessions: Sessions::new(&CgroupParent::Auto),
+        settings: Settings::default(),
+        limitations: Vec::new(),
+        policy_path: root.join("policies/default.yaml"),
+        unmanaged: Mutex::default(),
+    });
+    {
+        let listener = Arc::clone(&listener);
+        std::thread::spawn(move || daemon::serve(d, &listener));
+    }
+    let remote = RemoteDecider::connect(&socket).expect("connect");
+    remote.tools_listed("fs", &tools).expect("listed");
+    let round_trip = measure(|i| {
+        let verdict = remote.tool_call("fs", &format!("tool_{}", i % 100), arguments);
+        std::hint::black_box(verdict.expect("verdict"));
+    });
+
+    // The floor: a bare line echo over a Unix socket, same size of request.
+    let echo_path = dir.path().join("echo.sock");
+    let echo = UnixListener::bind(&echo_path).expect("bind echo");
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = echo.accept() {
+            let mut out = stream.try_clone().expect("clone");
+            let mut reader = BufReader::new(stream);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                if out.write_all(b"{\"v\":1,\"id\":1,\"ok\":{}}\n").is_err() {
+                    break;
+                }
+                line.clear();
+            }
+        }
+    });
+    let stream = UnixStream::connect(&echo_path).expect("connect echo");
+    let mut writer = stream.try_clone().expect("clone");
+    let mut reader = BufReader::new(stream);
+    let request = format!(
+        "{}\n",
+        json!({"v":1,"id":1,"op":"mcp.tool_call","args":{"server":"fs","tool":"tool_1","arguments":arguments}})
+    );
+    let mut line = Vec::new();
+    let bare = measure(|_| {
+        writer.write_all(request.as_bytes()).expect("write");
+        line.clear();
+        reader.read_until(b'\n', &mut line).expect("read");
+    });
+
+    println!("verdict for one tools/call, 100 tools registered, {N} calls each:");
+    report("in-process engine decision", in_process);
+    report("control socket round trip (agentshd)", round_trip);
+    report("bare Unix socket round trip (floor)", bare);
+}
+
+fn measure(mut f: impl FnMut(usize)) -> Vec<Duration> {
+    for i in 0..N / 10 {
+        f(i);
+    }
+    (0..N)
+        .map(|i| {
+            let t = Instant::now();
+            f(i);
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    println!(
+        "  {name:<40} p50 {:>7.2} µs   p99 {:>7.2} µs",
+        at(0.50).as_secs_f64() * 1e6,
+        at(0.99).as_secs_f64() * 1e6
+    );
+}
