@@ -28,6 +28,15 @@ use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
+/// Prints a line on stdout. A daemon outlives whoever watched it start: a closed stdout is
+/// not a reason to stop (println! would panic).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Exit status for a configuration that does not load (EX_CONFIG).
 const EXIT_CONFIG: u8 = 78;
 /// How often ended sessions are looked for.
@@ -205,16 +214,16 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         Tracking::Cgroup { parent, .. } => format!("cgroup {parent}"),
         Tracking::Process => "process ancestry".to_owned(),
     };
-    println!(
+    say!(
         "agentshd: ready: socket {}, policy {}, state {}, sessions by {tracking}; {kernel}",
         socket.display(),
         config.policy.display(),
         config.state_dir.display(),
     );
     for limitation in &limitations {
-        println!("agentshd: limitation: {limitation}");
+        say!("agentshd: limitation: {limitation}");
     }
-    println!(
+    say!(
         "agentshd: start an agent with `agentshctl run -- <agent>`; SIGHUP reloads the policy, SIGTERM stops"
     );
     notify("READY=1");
@@ -228,7 +237,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
                         for warning in &reloaded.warnings {
                             eprintln!("{warning}");
                         }
-                        println!("agentshd: policy reloaded from {}", reloaded.origin);
+                        say!("agentshd: policy reloaded from {}", reloaded.origin);
                     }
                     Err(err) => eprintln!("agentshd: {err}"),
                 }
@@ -242,7 +251,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     log.close();
     // The accept thread still holds the listener; the path goes now.
     let _ = std::fs::remove_file(listener.path());
-    println!("agentshd: stopped");
+    say!("agentshd: stopped");
     Ok(())
 }
 
