@@ -209,3 +209,102 @@ fn reload_reaches_sessions_that_follow_the_default_only() {
     assert!(engine.tool_call(&follows, "s", "x", None).blocks());
     assert!(!engine.tool_call(&own, "s", "x", None).blocks());
 }
+
+#[test]
+fn rate_limit_blocks_past_the_burst_per_server() {
+    let yaml = r#"
+sandbox:
+  mcp:
+    rate_limits:
+      enabled: true
+      default_rpm: 60
+      default_burst: 2
+      per_server:
+        busy: {rpm: 600, burst: 5}
+"#;
+    let (engine, events) = engine_with(yaml, None);
+    let s = engine.session(Some("s"));
+    assert!(!engine.tool_call(&s, "fs", "a", None).blocks());
+    assert!(!engine.tool_call(&s, "fs", "a", None).blocks());
+    let third = engine.tool_call(&s, "fs", "a", None);
+    assert!(third.blocks());
+    assert_eq!(third.rule, "rate_limits");
+    // Another server has its own bucket and its override.
+    for _ in 0..5 {
+        assert!(!engine.tool_call(&s, "busy", "a", None).blocks());
+    }
+    assert!(engine.tool_call(&s, "busy", "a", None).blocks());
+    assert_eq!(kinds(&events, EventKind::McpRateLimited).len(), 2);
+}
+
+#[test]
+fn burst_alerts_or_blocks_past_max_calls() {
+    let yaml = r#"
+sandbox:
+  mcp:
+    cross_server:
+      burst: {enabled: true, max_calls: 3, window_seconds: 60, action: block}
+"#;
+    let (engine, events) = engine_with(yaml, None);
+    let s = engine.session(Some("s"));
+    for _ in 0..3 {
+        assert!(!engine.tool_call(&s, "fs", "a", None).blocks());
+    }
+    let fourth = engine.tool_call(&s, "git", "b", None);
+    assert!(fourth.blocks());
+    assert_eq!(fourth.rule, "cross_server/burst");
+    assert_eq!(kinds(&events, EventKind::McpCrossServer).len(), 1);
+}
+
+#[test]
+fn a_look_alike_server_name_is_reported_and_blocked_when_configured() {
+    let yaml = r#"
+sandbox:
+  mcp:
+    cross_server:
+      name_similarity: {enabled: true, threshold: 0.85, action: block}
+"#;
+    let (engine, events) = engine_with(yaml, None);
+    let s = engine.session(Some("s"));
+    engine.tools_listed(&s, "filesystem", &[tool("read_file", "Read a file.")]);
+    let listed = engine.tools_listed(&s, "fi1esystem", &[tool("read_text", "Read a file.")]);
+    assert_eq!(listed.keep, [false]);
+    let refused = engine.tool_call(&s, "fi1esystem", "read_text", None);
+    assert_eq!(refused.rule, "cross_server/name_similarity");
+    let similar = kinds(&events, EventKind::McpServerNameSimilarity);
+    assert_eq!(similar.len(), 1);
+    assert_eq!(similar[0].details["similar_to"], "filesystem");
+    // A different name is not a look-alike, and the original is untouched.
+    assert!(!engine.tool_call(&s, "github", "x", None).blocks());
+    assert!(
+        !engine
+            .tool_call(&s, "filesystem", "read_file", None)
+            .blocks()
+    );
+    // Flagged again in a new session: a flagged name never becomes a known one.
+    let s2 = engine.session(Some("s2"));
+    assert!(
+        engine
+            .tool_call(&s2, "fi1esystem", "read_text", None)
+            .blocks()
+    );
+}
+
+#[test]
+fn a_blocked_call_does_not_count_as_a_read() {
+    let yaml = r#"
+sandbox:
+  mcp:
+    blocked_tools: [read_secret]
+    cross_server:
+      read_then_send: {enabled: true, window_seconds: 300, action: block}
+"#;
+    let (engine, _) = engine_with(yaml, None);
+    let s = engine.session(Some("s"));
+    let read = json!({"name": "read_secret", "description": "Read a file.", "annotations": {"readOnlyHint": true}});
+    let send = json!({"name": "post_message", "description": "Send a message to a Slack channel.", "annotations": {"openWorldHint": true}});
+    engine.tools_listed(&s, "vault", &[read]);
+    engine.tools_listed(&s, "slack", &[send]);
+    assert!(engine.tool_call(&s, "vault", "read_secret", None).blocks());
+    assert!(!engine.tool_call(&s, "slack", "post_message", None).blocks());
+}
