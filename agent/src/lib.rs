@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod launch;
 pub mod mcp;
 pub mod policy;
+pub mod process;
 pub mod registry;
 pub mod session;
 pub mod store;

@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context as _, Result};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
@@ -69,39 +69,7 @@ pub fn spawn(
 /// Relays the forwarded signals to `pid` from a thread of its own, for the life of the process.
 pub fn forward_signals(pid: u32) -> Result<()> {
     let pid = Pid::from_raw(i32::try_from(pid).context("child pid out of range")?);
-    let set = forwarded_set();
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            while let Ok(sig) = set.wait() {
-                // The child may already be gone; nothing to do then.
-                let _ = signal::kill(pid, sig);
-            }
-        })
-        .context("starting the signal thread")?;
-    Ok(())
+    agentsh::process::forward_signals(pid, forwarded_set()).context("starting the signal thread")
 }
 
-/// Ends this process the way the server ended: same exit code, or the same signal.
-pub fn exit_like(status: ExitStatus) -> ! {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(code) = status.code() {
-        std::process::exit(code);
-    }
-    if let Some(raw) = status.signal()
-        && let Ok(sig) = Signal::try_from(raw)
-    {
-        // Default action and unblocked, so raising it ends us with the same signal (and a core
-        // dump where the server dumped one).
-        // SAFETY: installing SIG_DFL has no preconditions.
-        unsafe {
-            let _ = signal::signal(sig, signal::SigHandler::SigDfl);
-        }
-        let mut set = SigSet::empty();
-        set.add(sig);
-        let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
-        let _ = signal::raise(sig);
-        std::process::exit(128 + raw);
-    }
-    std::process::exit(1);
-}
+pub use agentsh::process::exit_like;

@@ -157,7 +157,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     if let Some(dir) = &launcher_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
-    exit_like(status)
+    agentsh::process::exit_like(status)
 }
 
 /// The user to run the agent as: the sudo caller when root was reached through sudo.
@@ -305,32 +305,6 @@ fn wait_forwarding(child: Pid, signals: &SigSet) -> Result<std::process::ExitSta
             }
         }
     });
-    let signals = *signals;
-    std::thread::spawn(move || {
-        while let Ok(sig) = signals.wait() {
-            let _ = signal::kill(child, sig);
-        }
-    });
+    agentsh::process::forward_signals(child, *signals).context("starting the signal thread")?;
     done_rx.recv().context("lost track of the agent process")
-}
-
-/// Ends this process the way the agent ended: same exit code, or the same signal.
-fn exit_like(status: std::process::ExitStatus) -> Result<ExitCode> {
-    if let Some(code) = status.code() {
-        std::process::exit(code);
-    }
-    if let Some(raw) = status.signal()
-        && let Ok(sig) = Signal::try_from(raw)
-    {
-        // SAFETY: installing SIG_DFL has no preconditions.
-        unsafe {
-            let _ = signal::signal(sig, signal::SigHandler::SigDfl);
-        }
-        let mut set = SigSet::empty();
-        set.add(sig);
-        let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
-        let _ = signal::raise(sig);
-        std::process::exit(128 + raw);
-    }
-    Ok(ExitCode::from(1))
 }
