@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::analyzer::Categories;
 use crate::mcp::ToolHash;
-use crate::policy::{ToolStatus, fold_name};
+use crate::policy::fold_name;
 
 /// Why a listed tool (or a whole server) is held back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,22 +122,5 @@ impl Registry {
                     (withheld && fold_name(name) == folded).then_some(entry)
                 })
         })
-    }
-
-    /// What the policy needs to know about a call of `tool`.
-    pub fn status(&self, server: &str, tool: &str) -> ToolStatus<'_> {
-        match self.lookup(server, tool) {
-            None => ToolStatus::Unlisted,
-            Some(Entry {
-                hash,
-                state: ToolState::Trusted,
-                ..
-            }) => ToolStatus::Listed(hash),
-            Some(Entry {
-                hash,
-                state: ToolState::Withheld { rule, reason, .. },
-                ..
-            }) => ToolStatus::Withheld { hash, rule, reason },
-        }
     }
 }

@@ -100,10 +100,6 @@ impl Client {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Sends one request and reads its answer.
     pub fn call<A: Serialize, R: DeserializeOwned>(
         &mut self,

@@ -92,10 +92,11 @@ impl Daemon {
 
     /// Records the unmanaged session of a shim's user the first time it asks.
     fn note_unmanaged(&self, id: &str, peer: &Peer) {
+        // Asked on every verdict of such a shim: the known case must not allocate.
         let first = self
             .unmanaged
             .lock()
-            .map(|mut seen| seen.insert(id.to_owned()))
+            .map(|mut seen| !seen.contains(id) && seen.insert(id.to_owned()))
             .unwrap_or(false);
         if !first || matches!(self.log.session(id), Ok(Some(_))) {
             return;

@@ -51,14 +51,6 @@ impl Local {
     pub fn new(engine: Arc<Engine>, session: Arc<Session>) -> Self {
         Self { engine, session }
     }
-
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
-    }
 }
 
 impl Decider for Local {

@@ -15,7 +15,6 @@ pub mod verdict;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
 
 use serde_json::json;
 
@@ -94,11 +93,6 @@ impl Session {
 
     pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
         read(&self.registry)
-    }
-
-    /// A new model turn (cross_server_flow with same_turn_only looks within one turn).
-    pub fn start_turn(&self) {
-        lock(&self.analysis).history.start_turn(Instant::now());
     }
 }
 

@@ -140,15 +140,7 @@ struct Queued {
 impl EventLog {
     /// Opens `<dir>/events.redb`, replays the journal into it and starts the writer thread.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| StoreError::StateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+        super::create_state_dir(dir)?;
         let path = dir.join("events.redb");
         let db = Database::create(&path).map_err(|source| StoreError::Open {
             path: path.clone(),
@@ -323,7 +315,24 @@ impl EventLog {
     }
 
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        Ok(self.sessions()?.into_iter().find(|s| s.id == id))
+        let shared = &self.shared;
+        let txn = shared
+            .db
+            .begin_read()
+            .map_err(|e| shared.db_err("begin read", e))?;
+        let table = txn
+            .open_table(SESSIONS)
+            .map_err(|e| shared.db_err("open sessions", e))?;
+        let Some(value) = table.get(id).map_err(|e| shared.db_err("read", e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(value.value())
+            .map(Some)
+            .map_err(|source| StoreError::Corrupt {
+                path: shared.path.clone(),
+                key: id.to_owned(),
+                source,
+            })
     }
 
     /// Every recorded session, newest first.

@@ -10,3 +10,17 @@ mod pins;
 
 pub use events::{EventLog, EventQuery, SessionRecord};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
+
+/// Creates the state dir (and its parents) readable by its owner only: pins and the audit
+/// trail name tools and reasons that are nobody else's business.
+fn create_state_dir(dir: &std::path::Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StoreError::StateDir {
+            path: dir.to_owned(),
+            source,
+        })
+}

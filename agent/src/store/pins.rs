@@ -96,15 +96,7 @@ pub struct PinStore {
 impl PinStore {
     /// Uses `<dir>/pins.redb`, creating the directory (0700) and the database.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| StoreError::StateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+        super::create_state_dir(dir)?;
         let store = Self {
             path: dir.join("pins.redb"),
         };
