@@ -149,12 +149,10 @@ impl Engine {
         if let Some((rule, reason)) = &known.registry_hold {
             return Some(block(rule, reason.clone()));
         }
-        (known.hash.is_none() && policy.fail_closed).then(|| {
-            block(
-                "fail_closed",
-                format!("tool '{tool}' was not listed by server '{server}' (fail_closed)"),
-            )
-        })
+        if known.hash.is_some() {
+            return None;
+        }
+        policy::unlisted_verdict(policy, server, tool)
     }
 
     fn cross_server_step(

@@ -94,14 +94,12 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
     // Tool state from the registry.
     let hash = match status {
         ToolStatus::Withheld { rule, reason, .. } => return Verdict::new(Block, rule, reason),
-        ToolStatus::Unlisted if policy.fail_closed => {
-            return Verdict::new(
-                Block,
-                "fail_closed",
-                format!("tool '{tool}' was not listed by server '{server}' (fail_closed)"),
-            );
+        ToolStatus::Unlisted => {
+            if let Some(verdict) = unlisted_verdict(policy, server, tool) {
+                return verdict;
+            }
+            None
         }
-        ToolStatus::Unlisted => None,
         ToolStatus::Listed(hash) => Some(hash),
     };
 
@@ -113,6 +111,18 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
         return verdict;
     }
     argument_rules(policy, server, tool, &names, arguments)
+}
+
+/// A tool the server never listed: blocked under `fail_closed`. The engine asks this at its
+/// registry step, ahead of cross-server rules and rate limits.
+pub fn unlisted_verdict(policy: &McpPolicy, server: &str, tool: &str) -> Option<Verdict> {
+    policy.fail_closed.then(|| {
+        Verdict::new(
+            Decision::Block,
+            "fail_closed",
+            format!("tool '{tool}' was not listed by server '{server}' (fail_closed)"),
+        )
+    })
 }
 
 fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
