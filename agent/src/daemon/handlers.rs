@@ -154,8 +154,8 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::RECORD => {
             let a: RecordArgs = args(raw)?;
             let mut event = a.event;
-            // The session is the kernel's answer, whatever the event claims.
-            event.session = Some(peer.verdict_session());
+            // The session is the kernel's answer, whatever the event claims: record() fills it.
+            event.session = None;
             event.seq = None;
             engine.record(&verdict_session(daemon, peer), event);
             ok(&serde_json::json!({}))
@@ -316,11 +316,10 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
 /// The engine session for a peer's verdicts. A shim outside any session gets its user's
 /// unmanaged session, recorded the first time it is used.
 fn verdict_session(daemon: &Daemon, peer: &Peer) -> std::sync::Arc<crate::engine::Session> {
-    let id = peer.verdict_session();
     if peer.session.is_none() {
-        daemon.note_unmanaged(&id, peer);
+        daemon.note_unmanaged(&peer.verdict_session, peer);
     }
-    daemon.engine.session(Some(&id))
+    daemon.engine.session(Some(&peer.verdict_session))
 }
 
 /// Whether the peer may read this session.

@@ -18,6 +18,9 @@ pub struct Peer {
     pub role: Role,
     /// The live session the peer's process is in, if any.
     pub session: Option<String>,
+    /// The session its verdicts are for: `session`, or, for a shim started outside any session
+    /// (wrapped by `agentshctl mcp setup` in an IDE's config), its user's unmanaged one.
+    pub verdict_session: String,
     /// The user's name, for records such as "approved by".
     pub user: String,
 }
@@ -52,22 +55,16 @@ impl Peer {
             .ok()
             .flatten()
             .map_or_else(|| format!("uid {uid}"), |u| u.name);
+        let verdict_session = session.clone().unwrap_or_else(|| unmanaged_session(uid));
         Ok(Self {
             pid,
             uid,
             gid,
             role,
             session,
+            verdict_session,
             user,
         })
-    }
-
-    /// The session verdicts are for: the peer's session, or, for a shim started outside any
-    /// session (wrapped by `agentshctl mcp setup` in an IDE's config), its user's own.
-    pub fn verdict_session(&self) -> String {
-        self.session
-            .clone()
-            .unwrap_or_else(|| unmanaged_session(self.uid))
     }
 
     pub fn is_admin(&self) -> bool {
