@@ -8,3 +8,13 @@ echo "== stdio shim (agentsh-shim vs a direct pipe) =="
 echo
 echo "== detector (corpus scan rate, detection and false-positive rates) =="
 cargo run --quiet --release -p agentsh --example detector_score
+echo
+echo "== verdicts (engine in process, agentshd round trip, bare Unix socket) =="
+cargo build --quiet --release -p agentsh --example verdict_bench
+./target/release/examples/verdict_bench
+# On one CPU no cross-CPU wakeup is paid: on small VMs that wakeup (tens of µs) dominates
+# every socket round trip, the bare one included, and hides what the daemon itself costs.
+if command -v taskset >/dev/null; then
+    echo "  -- all threads on one CPU (taskset -c 0):"
+    taskset -c 0 ./target/release/examples/verdict_bench | tail -n +2
+fi

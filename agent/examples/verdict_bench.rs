@@ -1,7 +1,11 @@
 //! Verdict latency with 100 registered tools: the engine in process, and a round trip over
 //! agentshd's control socket, against a bare round trip over a Unix socket (the floor any
 //! socket protocol pays) in the same run.
-//! `cargo run --release -p agentsh --example verdict_bench`.
+//! `cargo run --release -p agentsh --example verdict_bench` (or `make bench`).
+//!
+//! The shipped default policy, with one change for the steady-state lines: 50 000 calls in a
+//! second would trip its burst rule (30 calls in 10 s) on every call, which is not the path an
+//! agent's calls take. The burst path is measured on its own line.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,31 +24,33 @@ const N: usize = 50_000;
 
 fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let policy = agentsh::config::load_file(&root.join("policies/default.yaml"))
+    let shipped = agentsh::config::load_file(&root.join("policies/default.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
+    let mut policy = shipped.clone();
+    policy.sandbox.mcp.cross_server.burst.max_calls = u32::MAX;
     let dir = tempfile::tempdir().expect("temp dir");
     let tools: Vec<Value> = (0..100)
         .map(|i| json!({"name": format!("tool_{i}"), "description": format!("Tool number {i}."), "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}))
         .collect();
+    let names: Vec<String> = (0..100).map(|i| format!("tool_{i}")).collect();
     let arguments = json!({"path": "/home/dev/project/src/main.rs"});
     let arguments = arguments.as_object();
 
     // In process: the engine's decision (the event goes to a sink that drops it).
-    let engine = Engine::new(
-        Rules::compile(policy.clone()).expect("rules"),
-        None,
-        Arc::new(NullSink),
-    );
-    let session = engine.session(Some("bench"));
-    engine.tools_listed(&session, "fs", &tools);
-    let in_process = measure(|i| {
-        std::hint::black_box(engine.tool_call(
-            &session,
-            "fs",
-            &format!("tool_{}", i % 100),
-            arguments,
-        ));
-    });
+    let in_process_with = |policy: agentsh::config::Policy| {
+        let engine = Engine::new(
+            Rules::compile(policy).expect("rules"),
+            None,
+            Arc::new(NullSink),
+        );
+        let session = engine.session(Some("bench"));
+        engine.tools_listed(&session, "fs", &tools);
+        measure(|i| {
+            std::hint::black_box(engine.tool_call(&session, "fs", &names[i % 100], arguments));
+        })
+    };
+    let in_process = in_process_with(policy.clone());
+    let in_process_burst = in_process_with(shipped);
 
     // Over the control socket, to a daemon with its event log (events journaled and committed).
     let log = Arc::new(EventLog::open(dir.path()).expect("event log"));
@@ -71,7 +77,7 @@ fn main() {
     let remote = RemoteDecider::connect(&socket).expect("connect");
     remote.tools_listed("fs", &tools).expect("listed");
     let round_trip = measure(|i| {
-        let verdict = remote.tool_call("fs", &format!("tool_{}", i % 100), arguments);
+        let verdict = remote.tool_call("fs", &names[i % 100], arguments);
         std::hint::black_box(verdict.expect("verdict"));
     });
 
@@ -107,6 +113,7 @@ fn main() {
 
     println!("verdict for one tools/call, 100 tools registered, {N} calls each:");
     report("in-process engine decision", in_process);
+    report("in-process, burst alert on every call", in_process_burst);
     report("control socket round trip (agentshd)", round_trip);
     report("bare Unix socket round trip (floor)", bare);
 }

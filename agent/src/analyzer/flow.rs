@@ -98,6 +98,10 @@ impl FlowIndex {
         arguments: &Map<String, Value>,
         turn: Option<u64>,
     ) -> Option<FlowSource<'_>> {
+        if self.newest_holder.is_empty() {
+            // Nothing recorded yet: no need to winnow the arguments.
+            return None;
+        }
         let mut best: Option<(&Output, String)> = None;
         let mut prints = Vec::new();
         each_argument_string(arguments, &mut |pointer, text| {

@@ -47,7 +47,7 @@ pub use keywords::{
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
 pub use patterns::{
-    ArgPattern, ArgSelector, GlobError, NameGlob, NameRegex, PathGlob, ToolMatcher,
+    ArgPattern, ArgSelector, GlobError, NameGlob, NameRegex, PathGlob, Subject, ToolMatcher,
 };
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,

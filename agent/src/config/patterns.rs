@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
 /// Upper bound on the patterns one glob's `{..}` alternatives may expand to.
@@ -130,14 +130,30 @@ fn split_alternatives(body: &str) -> Vec<&str> {
 #[derive(Clone, Debug)]
 pub struct NameGlob {
     source: String,
-    matcher: GlobSet,
+    matcher: NameMatcher,
+}
+
+/// `*` and plain names are most of a policy's globs; they are decided without globset, which
+/// would build a match candidate for every name it is asked about.
+#[derive(Clone, Debug)]
+enum NameMatcher {
+    Any,
+    Literal,
+    Glob(GlobSet),
 }
 
 impl NameGlob {
     pub fn new(source: &str) -> Result<Self, GlobError> {
+        let matcher = if source == "*" {
+            NameMatcher::Any
+        } else if !source.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+            NameMatcher::Literal
+        } else {
+            NameMatcher::Glob(build_glob(source, false)?)
+        };
         Ok(Self {
             source: source.to_string(),
-            matcher: build_glob(source, false)?,
+            matcher,
         })
     }
 
@@ -147,7 +163,11 @@ impl NameGlob {
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        self.matcher.is_match(name)
+        match &self.matcher {
+            NameMatcher::Any => true,
+            NameMatcher::Literal => self.source == name,
+            NameMatcher::Glob(set) => set.is_match(name),
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -156,7 +176,7 @@ impl NameGlob {
 
     /// Whether this is the match-everything glob `*`.
     pub fn is_any(&self) -> bool {
-        self.source == "*"
+        matches!(self.matcher, NameMatcher::Any)
     }
 }
 
@@ -183,6 +203,26 @@ impl PathGlob {
 
     pub fn as_str(&self) -> &str {
         &self.source
+    }
+}
+
+/// A value prepared once for every pattern it is tested against (globset's match candidate is
+/// built here, not again for each glob).
+pub struct Subject<'a> {
+    text: &'a str,
+    candidate: Candidate<'a>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            candidate: Candidate::new(text),
+        }
+    }
+
+    pub fn as_str(&self) -> &'a str {
+        self.text
     }
 }
 
@@ -261,10 +301,14 @@ pub enum ArgPattern {
 
 impl ArgPattern {
     pub fn matches(&self, value: &str) -> bool {
+        self.matches_subject(&Subject::new(value))
+    }
+
+    pub fn matches_subject(&self, value: &Subject) -> bool {
         match self {
-            ArgPattern::Glob(g) => g.matches(value),
-            ArgPattern::Regex(r) => r.is_match(value),
-            ArgPattern::Contains(s) => value.contains(s.as_str()),
+            ArgPattern::Glob(g) => g.matcher.is_match_candidate(&value.candidate),
+            ArgPattern::Regex(r) => r.is_match(value.text),
+            ArgPattern::Contains(s) => value.text.contains(s.as_str()),
         }
     }
 }
@@ -330,6 +374,12 @@ mod tests {
         assert!(g.matches("NODE_OPTIONS") && !g.matches("node_options"));
         assert!(NameGlob::any().matches("any/thing"));
         assert!(NameGlob::new("[a").is_err());
+        // Plain names compare whole and case-sensitively; escapes still go through globset.
+        let g = NameGlob::new("read_file").unwrap();
+        assert!(g.matches("read_file") && !g.matches("read_file2") && !g.matches("Read_file"));
+        let g = NameGlob::new(r"a\*").unwrap();
+        assert!(g.matches("a*") && !g.matches("ab"));
+        assert!(NameGlob::new("x{y,z}").unwrap().matches("xz"));
     }
 
     #[test]

@@ -169,24 +169,24 @@ impl Engine {
             let rule = format!("cross_server/{}", finding.rule.as_str());
             let block_it = finding.action == config::Action::Block;
             let enforced = block_it && policy.enforce_policy;
+            if block_it && verdict.is_none() {
+                verdict = Some(block(&rule, finding.reason.clone()));
+            }
             let (action, text) = match (block_it, enforced) {
-                (true, true) => (Action::Block, finding.reason.clone()),
+                (true, true) => (Action::Block, finding.reason),
                 (true, false) => (
                     Action::Alert,
                     format!("audit-only, would block: {}", finding.reason),
                 ),
-                (false, _) => (Action::Alert, finding.reason.clone()),
+                (false, _) => (Action::Alert, finding.reason),
             };
             self.record(
                 session,
                 Event::new(EventKind::McpCrossServer, call.server, action, text)
                     .tool(call.tool)
-                    .rule(rule.clone())
-                    .details(finding.details.clone()),
+                    .rule(rule)
+                    .details(finding.details),
             );
-            if block_it && verdict.is_none() {
-                verdict = Some(block(&rule, finding.reason));
-            }
         }
         verdict
     }

@@ -184,8 +184,15 @@ impl ToolHash {
 
 impl fmt::Display for ToolHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // On every verdict: hex into a stack buffer, no allocation.
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; 64];
+        for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+        }
         f.write_str(Self::PREFIX)?;
-        f.write_str(&hex::encode(self.0))
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -12,10 +12,15 @@
 
 pub mod normalize;
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
+
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::config::{ArgPattern, ArgSelector, Decision, ListPolicy, McpPolicy, Rule, ToolSelector};
+use crate::config::{
+    ArgPattern, ArgSelector, Decision, ListPolicy, McpPolicy, Rule, Subject, ToolSelector,
+};
 use crate::mcp::ToolHash;
 
 /// The outcome of a decision.
@@ -106,7 +111,7 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
     if let Some(verdict) = server_policy(policy, server) {
         return verdict;
     }
-    let names = name_forms(tool);
+    let names = NameForms::of(tool);
     if let Some(verdict) = tool_policy(policy, server, tool, &names, hash) {
         return verdict;
     }
@@ -127,11 +132,11 @@ pub fn unlisted_verdict(policy: &McpPolicy, server: &str, tool: &str) -> Option<
 
 fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
     use Decision::Block;
-    let names = name_forms(server);
+    let names = NameForms::of(server);
     if policy
         .denied_servers
         .iter()
-        .any(|g| names.iter().any(|n| g.matches(n)))
+        .any(|g| names.any(|n| g.matches(n)))
     {
         return Some(Verdict::new(
             Block,
@@ -163,14 +168,14 @@ fn tool_policy(
     policy: &McpPolicy,
     server: &str,
     tool: &str,
-    names: &[String],
+    names: &NameForms,
     hash: Option<&ToolHash>,
 ) -> Option<Verdict> {
     use Decision::Block;
     if let Some(glob) = policy
         .blocked_tools
         .iter()
-        .find(|g| names.iter().any(|n| g.matches(n)))
+        .find(|g| names.any(|n| g.matches(n)))
     {
         return Some(Verdict::new(
             Block,
@@ -189,7 +194,7 @@ fn tool_policy(
     if let Some(sel) = policy
         .denied_tools
         .iter()
-        .find(|sel| names.iter().any(|n| sel.matches(server, n)) && hash_matches(sel))
+        .find(|sel| names.any(|n| sel.matches(server, n)) && hash_matches(sel))
     {
         return Some(Verdict::new(
             Block,
@@ -232,13 +237,32 @@ fn argument_rules(
     policy: &McpPolicy,
     server: &str,
     tool: &str,
-    names: &[String],
+    names: &NameForms,
     arguments: Option<&Map<String, Value>>,
 ) -> Verdict {
     let empty = Map::new();
     let arguments = arguments.unwrap_or(&empty);
-    // Every string argument with its canonical form, computed once for all `*` selectors.
-    let mut all_strings: Option<Vec<Form>> = None;
+    // Every string argument with its spellings, worked out on first use, once for all `*`
+    // selectors.
+    let spellings: OnceCell<Vec<(&str, normalize::Forms)>> = OnceCell::new();
+    let all_strings: OnceCell<Vec<Form>> = OnceCell::new();
+    let any_string = || {
+        all_strings
+            .get_or_init(|| {
+                spellings
+                    .get_or_init(|| {
+                        let mut raw = Vec::new();
+                        for value in arguments.values() {
+                            collect_strings(value, &mut raw);
+                        }
+                        raw.into_iter().map(|r| (r, normalize::forms(r))).collect()
+                    })
+                    .iter()
+                    .map(|(raw, forms)| Form::new(raw, forms))
+                    .collect()
+            })
+            .as_slice()
+    };
     let mut best: Option<&Rule> = None;
     for rule in &policy.rules {
         if best.is_some_and(|b| rule.decision <= b.decision) {
@@ -248,11 +272,11 @@ fn argument_rules(
         let block = rule.decision == Decision::Block;
         // Block rules see every form of the name; others only the name as sent.
         let tool_hit = if block {
-            names.iter().any(|n| rule.matches_tool(server, n))
+            names.any(|n| rule.matches_tool(server, n))
         } else {
             rule.matches_tool(server, tool)
         };
-        if tool_hit && rule_arguments_match(rule, arguments, &mut all_strings) {
+        if tool_hit && rule_arguments_match(rule, arguments, &any_string) {
             best = Some(rule);
         }
     }
@@ -272,48 +296,47 @@ fn argument_rules(
     }
 }
 
-/// An argument value and the other spellings a server may act on.
+/// An argument value and the other spellings a server may act on, each prepared once for all
+/// the patterns it meets.
 struct Form<'a> {
-    raw: &'a str,
-    forms: normalize::Forms,
+    raw: Subject<'a>,
+    /// Only when it differs from the raw value.
+    canonical: Option<Subject<'a>>,
+    block_only: Vec<Subject<'a>>,
 }
 
 impl<'a> Form<'a> {
-    fn new(raw: &'a str) -> Self {
+    fn new(raw: &'a str, forms: &'a normalize::Forms) -> Self {
         Self {
-            raw,
-            forms: normalize::forms(raw),
+            raw: Subject::new(raw),
+            canonical: forms.canonical.as_deref().map(Subject::new),
+            block_only: forms.block_only.iter().map(|f| Subject::new(f)).collect(),
         }
     }
 
     /// Block rules match any spelling; allow and audit rules judge the canonical form only, so
     /// a raw match on `/project/../../etc` does not count as being inside /project.
     fn matched_by(&self, pattern: &ArgPattern, block: bool) -> bool {
-        let canonical = self.forms.canonical.as_deref();
         if !block {
-            return pattern.matches(canonical.unwrap_or(self.raw));
+            return pattern.matches_subject(self.canonical.as_ref().unwrap_or(&self.raw));
         }
-        pattern.matches(self.raw)
-            || canonical.is_some_and(|c| pattern.matches(c))
-            || self.forms.block_only.iter().any(|f| pattern.matches(f))
+        pattern.matches_subject(&self.raw)
+            || self
+                .canonical
+                .as_ref()
+                .is_some_and(|c| pattern.matches_subject(c))
+            || self.block_only.iter().any(|f| pattern.matches_subject(f))
     }
 }
 
-fn rule_arguments_match<'a>(
+fn rule_arguments_match<'f>(
     rule: &Rule,
-    arguments: &'a Map<String, Value>,
-    all_strings: &mut Option<Vec<Form<'a>>>,
+    arguments: &Map<String, Value>,
+    any_string: &impl Fn() -> &'f [Form<'f>],
 ) -> bool {
     let block = rule.decision == Decision::Block;
     rule.arguments.iter().all(|arg| match &arg.selector {
-        ArgSelector::AnyString => all_strings
-            .get_or_insert_with(|| {
-                let mut raw = Vec::new();
-                for value in arguments.values() {
-                    collect_strings(value, &mut raw);
-                }
-                raw.into_iter().map(Form::new).collect()
-            })
+        ArgSelector::AnyString => any_string()
             .iter()
             .any(|form| form.matched_by(&arg.pattern, block)),
         ArgSelector::Path(keys) => {
@@ -322,9 +345,10 @@ fn rule_arguments_match<'a>(
                 // Block rules also look inside an object where a value was expected.
                 collect_scalars(value, block, &mut scalars);
             }
-            scalars
-                .iter()
-                .any(|s| Form::new(s.as_ref()).matched_by(&arg.pattern, block))
+            scalars.iter().any(|s| {
+                let forms = normalize::forms(s);
+                Form::new(s, &forms).matched_by(&arg.pattern, block)
+            })
         }
     })
 }
@@ -404,26 +428,44 @@ fn hash_hex(hash: &ToolHash) -> String {
 
 /// The name as sent, and its NFKC-lowercased, trimmed form when different: servers that
 /// match names loosely must not let `Execute_Command` past a block of `execute_command`.
-fn name_forms(name: &str) -> Vec<String> {
-    let folded = fold_name(name);
-    if folded == name {
-        vec![name.to_owned()]
-    } else {
-        vec![name.to_owned(), folded]
+struct NameForms<'a> {
+    sent: &'a str,
+    folded: Option<Cow<'a, str>>,
+}
+
+impl<'a> NameForms<'a> {
+    fn of(name: &'a str) -> Self {
+        let folded = fold_name(name);
+        Self {
+            sent: name,
+            folded: (folded != name).then_some(folded),
+        }
+    }
+
+    /// Whether `f` holds for either form.
+    fn any(&self, f: impl Fn(&str) -> bool) -> bool {
+        f(self.sent) || self.folded.as_deref().is_some_and(f)
     }
 }
 
 /// A name as a loose matcher reads it: NFKC, lowercase, no surrounding whitespace or NULs.
-pub fn fold_name(name: &str) -> String {
+pub fn fold_name(name: &str) -> Cow<'_, str> {
     let trim = |c: char| c.is_whitespace() || c == '\0';
     if name.is_ascii() {
         // NFKC is the identity on ASCII.
-        name.trim_matches(trim).to_ascii_lowercase()
+        let trimmed = name.trim_matches(trim);
+        if trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(trimmed.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(trimmed)
+        }
     } else {
-        name.nfkc()
-            .collect::<String>()
-            .trim_matches(trim)
-            .to_lowercase()
+        Cow::Owned(
+            name.nfkc()
+                .collect::<String>()
+                .trim_matches(trim)
+                .to_lowercase(),
+        )
     }
 }
 

@@ -129,6 +129,10 @@ fn strip_proc_root(path: &str) -> Option<String> {
 /// Lexical clean, as Go's `filepath.Clean`: one slash between components, no `.`, `..` folded
 /// into its parent (never above the root), no trailing slash.
 pub fn normalize_path(path: &str) -> String {
+    if is_clean(path) {
+        // Most paths an agent sends are clean already; skip the split and join.
+        return path.to_owned();
+    }
     let absolute = path.starts_with('/');
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
@@ -150,6 +154,13 @@ pub fn normalize_path(path: &str) -> String {
         (false, true) => ".".to_owned(),
         (false, false) => joined,
     }
+}
+
+/// Whether `normalize_path` would return `path` unchanged: no empty, `.` or `..` component
+/// (the leading empty one of an absolute path aside), and not empty.
+fn is_clean(path: &str) -> bool {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    !rest.is_empty() && rest.split('/').all(|part| !matches!(part, "" | "." | ".."))
 }
 
 #[cfg(test)]
@@ -176,6 +187,12 @@ mod tests {
         assert_eq!(normalize_path("a/../../b"), "../b");
         assert_eq!(normalize_path("./"), ".");
         assert_eq!(normalize_path("~/.aws/credentials/"), "~/.aws/credentials");
+        // Already clean: returned as is.
+        for clean in ["/home/u/src/main.rs", "src/lib.rs", "/a", "~/.ssh/id_rsa"] {
+            assert_eq!(normalize_path(clean), clean);
+        }
+        assert_eq!(normalize_path("/"), "/");
+        assert_eq!(normalize_path(""), ".");
     }
 
     #[test]

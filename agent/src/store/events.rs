@@ -437,6 +437,7 @@ impl Shared {
 }
 
 fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
+    yield_to_verdicts();
     let mut failing = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -456,6 +457,25 @@ fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
             }
             Err(_) => {}
         }
+    }
+}
+
+/// Lowers this thread's priority: a redb commit must not hold a CPU a verdict is waiting for
+/// (the journal already has the events; committing them can wait a few microseconds). Still a
+/// normal time-sharing thread, so it is never starved.
+fn yield_to_verdicts() {
+    // SAFETY: gettid and setpriority take no pointers; PRIO_PROCESS with a thread id sets that
+    // thread's nice value on Linux.
+    let failed = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10) != 0
+    };
+    if failed {
+        // Not fatal: the writer then runs at the daemon's own priority.
+        eprintln!(
+            "agentshd: cannot lower the event writer's priority: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
