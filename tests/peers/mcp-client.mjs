@@ -2,7 +2,8 @@
 //
 //   node mcp-client.mjs '<steps json>' -- CMD ARGS...
 //
-// Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}}, ...]
+// Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}},
+//         {"op":"wait","path":"/tmp/go"} (until that file exists, at most 60 s), ...]
 // Prints one JSON line per step: {"op","ok":true,"result"} or {"op","ok":false,"error":{code,message}}.
 // Exits 0 when every step ran (a refused call is a result, not a failure), 1 on a broken session.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -45,6 +46,16 @@ try {
         case "call": {
           const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
           emit({ op: "call", name: step.name, ok: true, result });
+          break;
+        }
+        case "wait": {
+          const { existsSync } = await import("node:fs");
+          const deadline = Date.now() + 60_000;
+          while (!existsSync(step.path)) {
+            if (Date.now() > deadline) throw new Error(`timed out waiting for ${step.path}`);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          emit({ op: "wait", ok: true });
           break;
         }
         default:

@@ -3,120 +3,11 @@
 //! daemon mode, one engine decides for both servers, and the audit trail is queried per session.
 //! Needs root (cgroups), as CI runs.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use agentsh_tests::{bin, peers, run_bounded, wait_bounded};
+use agentsh_tests::bin;
+use agentsh_tests::daemon::{Daemon, client, is_root};
 use serde_json::Value;
-
-struct Daemon {
-    child: Child,
-    config: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(dir: &Path, policy: &str) -> Self {
-        let config = dir.join("agentsh.yaml");
-        std::fs::write(dir.join("policy.yaml"), policy).unwrap();
-        let parent = format!("/agentsh-test-{}", std::process::id());
-        std::fs::write(
-            &config,
-            format!(
-                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n"
-            ),
-        )
-        .unwrap();
-        let mut daemon = Self {
-            child: spawn_daemon(&config),
-            socket: dir.join("agentsh.sock"),
-            config,
-        };
-        daemon.wait_ready();
-        daemon
-    }
-
-    fn wait_ready(&mut self) {
-        let mut out = BufReader::new(self.child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(line.starts_with("agentshd: ready"), "{line}");
-        assert!(line.contains("sessions by cgroup"), "{line}");
-    }
-
-    fn restart_after_kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.child = spawn_daemon(&self.config);
-        self.wait_ready();
-    }
-
-    fn ctl(&self, args: &[&str]) -> agentsh_tests::Output {
-        let mut cmd = Command::new(bin("agentshctl"));
-        cmd.arg("--socket").arg(&self.socket).args(args);
-        run_bounded(cmd, b"", Duration::from_secs(60))
-    }
-
-    /// `agentshctl run` of a shell script, from the test peers' directory.
-    fn run_session(&self, name: &str, script: &str) -> agentsh_tests::Output {
-        let mut cmd = Command::new(bin("agentshctl"));
-        cmd.arg("--socket")
-            .arg(&self.socket)
-            .args(["run", "--name", name, "--", "sh", "-c", script])
-            .current_dir(peers());
-        run_bounded(cmd, b"", Duration::from_secs(120))
-    }
-
-    fn session_id(&self, name: &str) -> String {
-        let out = self.ctl(&["session", "list", "--json"]);
-        assert!(out.status.success(), "{}", out.stderr);
-        out.stdout
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .find(|s| s["name"] == name)
-            .and_then(|s| s["id"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| panic!("no session {name} in {}", out.stdout))
-    }
-
-    fn events(&self, args: &[&str]) -> Vec<Value> {
-        let out = self.ctl(args);
-        assert!(out.status.success(), "{}", out.stderr);
-        out.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = wait_bounded(&mut self.child, Duration::from_secs(10));
-    }
-}
-
-fn spawn_daemon(config: &Path) -> Child {
-    Command::new(bin("agentshd"))
-        .args(["--foreground", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// `node mcp-client.mjs STEPS -- npx -y PACKAGE ARGS`, quoted for sh.
-fn client(steps: &str, server: &str) -> String {
-    format!("node mcp-client.mjs '{steps}' -- npx -y {server}")
-}
 
 const READ_THEN_SEND_BLOCKS: &str = "sandbox:
   mcp:
@@ -148,11 +39,11 @@ fn one_engine_for_two_real_servers_of_a_session() {
         client(
             &read,
             &format!(
-                "@modelcontextprotocol/server-filesystem {}",
+                "npx -y @modelcontextprotocol/server-filesystem {}",
                 files.display()
             )
         ),
-        client(send, "@modelcontextprotocol/server-everything")
+        client(send, "npx -y @modelcontextprotocol/server-everything")
     );
     let out = daemon.run_session("two-servers", &script);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
@@ -169,7 +60,7 @@ fn one_engine_for_two_real_servers_of_a_session() {
 
     // The trail, by session: both servers under the ids the launchers derived.
     let id = daemon.session_id("two-servers");
-    let calls = daemon.events(&["mcp", "calls", "--session", &id, "--json"]);
+    let calls = daemon.json_lines(&["mcp", "calls", "--session", &id, "--json"]);
     let verdicts: Vec<(String, String, String)> = calls
         .iter()
         .map(|e| {
@@ -192,7 +83,7 @@ fn one_engine_for_two_real_servers_of_a_session() {
         ]
     );
     assert!(calls.iter().all(|e| e["session"] == id.as_str()));
-    let blocked = daemon.events(&[
+    let blocked = daemon.json_lines(&[
         "mcp",
         "calls",
         "--session",
@@ -202,7 +93,7 @@ fn one_engine_for_two_real_servers_of_a_session() {
         "--json",
     ]);
     assert_eq!(blocked.len(), 1);
-    let detections = daemon.events(&["mcp", "detections", "--session", &id, "--json"]);
+    let detections = daemon.json_lines(&["mcp", "detections", "--session", &id, "--json"]);
     assert!(
         detections
             .iter()
@@ -255,9 +146,9 @@ fn one_engine_for_two_real_servers_of_a_session() {
     assert!(check.status.success(), "{}\n{text}", check.stderr);
 
     // SIGKILL loses nothing: every event is still there after a restart.
-    let before = daemon.events(&["mcp", "events", "--session", &id, "--json"]);
+    let before = daemon.json_lines(&["mcp", "events", "--session", &id, "--json"]);
     daemon.restart_after_kill9();
-    let after = daemon.events(&["mcp", "events", "--session", &id, "--json"]);
+    let after = daemon.json_lines(&["mcp", "events", "--session", &id, "--json"]);
     assert_eq!(before.len(), after.len());
     assert_eq!(before, after);
 }

@@ -1,0 +1,146 @@
+//! agentshd as the end-to-end tests run it: in the foreground with a config, a policy and a
+//! cgroup parent of its own in a temporary directory; driven through `agentshctl`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{Output, bin, peers, run_bounded, wait_bounded};
+
+pub struct Daemon {
+    child: Child,
+    config: PathBuf,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Daemon {
+    /// Starts agentshd with `policy` (YAML text) and waits until it is ready.
+    pub fn start(dir: &Path, policy: &str) -> Self {
+        let config = dir.join("agentsh.yaml");
+        std::fs::write(dir.join("policy.yaml"), policy).expect("write policy");
+        // Unique per daemon, so tests running in parallel never share a cgroup parent.
+        let parent = format!(
+            "/agentsh-test-{}-{}",
+            std::process::id(),
+            dir.file_name().and_then(|n| n.to_str()).unwrap_or("d")
+        );
+        std::fs::write(
+            &config,
+            format!(
+                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n"
+            ),
+        )
+        .expect("write config");
+        let mut daemon = Self {
+            child: spawn(&config),
+            socket: dir.join("agentsh.sock"),
+            dir: dir.to_owned(),
+            config,
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
+    fn wait_ready(&mut self) {
+        let mut out = BufReader::new(self.child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read agentshd's stdout");
+        assert!(line.starts_with("agentshd: ready"), "{line}");
+        assert!(line.contains("sessions by cgroup"), "{line}");
+    }
+
+    pub fn restart_after_kill9(&mut self) {
+        self.child.kill().expect("kill agentshd");
+        self.child.wait().expect("reap agentshd");
+        self.child = spawn(&self.config);
+        self.wait_ready();
+    }
+
+    /// `agentshctl --socket SOCKET ARGS...`
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(bin("agentshctl"));
+        cmd.arg("--socket").arg(&self.socket).args(args);
+        run_bounded(cmd, b"", Duration::from_secs(60))
+    }
+
+    /// `agentshctl run` of a shell script, from the test peers' directory.
+    pub fn run_session(&self, name: &str, script: &str) -> Output {
+        self.run_session_with(&[], name, script)
+    }
+
+    /// `agentshctl run RUN_ARGS --name NAME -- sh -c SCRIPT`.
+    pub fn run_session_with(&self, run_args: &[&str], name: &str, script: &str) -> Output {
+        let mut cmd = Command::new(bin("agentshctl"));
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("run")
+            .args(run_args)
+            .args(["--name", name, "--", "sh", "-c", script])
+            .current_dir(peers());
+        run_bounded(cmd, b"", Duration::from_secs(120))
+    }
+
+    pub fn session_id(&self, name: &str) -> String {
+        let out = self.ctl(&["session", "list", "--json"]);
+        assert!(out.status.success(), "{}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("session JSON"))
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["id"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no session {name} in {}", out.stdout))
+    }
+
+    /// The JSON lines `agentshctl ARGS` prints (it must succeed).
+    pub fn json_lines(&self, args: &[&str]) -> Vec<Value> {
+        let out = self.ctl(args);
+        assert!(out.status.success(), "agentshctl {args:?}: {}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l}: {e}")))
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = wait_bounded(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+fn spawn(config: &Path) -> Child {
+    Command::new(bin("agentshd"))
+        .args(["--foreground", "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start agentshd")
+}
+
+/// Whether this process may create cgroup sessions (CI runs as root).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// `node mcp-client.mjs STEPS -- CMD`, quoted for sh: the official SDK client, run by the agent.
+pub fn client(steps: &str, command: &str) -> String {
+    format!("node mcp-client.mjs '{steps}' -- {command}")
+}
+
+/// The client's output lines, one JSON value per step.
+pub fn steps(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad step {l}: {e}")))
+        .collect()
+}
