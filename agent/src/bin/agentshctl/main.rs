@@ -40,9 +40,13 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum PolicyCommand {
     /// Validate a policy file: prints file:line:column for every error (exit 0 valid, 2 invalid).
-    Check { file: PathBuf },
+    Check {
+        /// The policy YAML file.
+        file: PathBuf,
+    },
     /// Profile-then-lock: a policy allowing exactly what SESSION listed, pinned by hash.
     Generate {
+        /// The session id, as `agentshctl session list` shows it.
         session: String,
         /// Write it here instead of stdout.
         #[arg(short, long, value_name = "FILE")]

@@ -25,6 +25,7 @@ pub struct Args {
 enum Command {
     /// Pinned tools and binaries, and changed definitions waiting to be trusted.
     List {
+        /// Only this server's pins.
         #[arg(long)]
         server: Option<String>,
         /// JSON lines instead of a table.
@@ -33,20 +34,31 @@ enum Command {
     },
     /// The fields of SERVER:TOOL that changed, pinned against pending, side by side.
     Diff {
+        /// SERVER:TOOL with a changed definition waiting.
+        #[arg(value_name = "SERVER:TOOL")]
         tool: String,
+        /// One JSON object instead of the side-by-side text.
         #[arg(long)]
         json: bool,
     },
     /// Accept the changed definition of SERVER:TOOL (or of every tool of --server with --all).
     Trust {
+        /// SERVER:TOOL whose changed definition becomes the pin.
+        #[arg(value_name = "SERVER:TOOL")]
         tool: Option<String>,
+        /// With --all: every tool of this server with a changed definition waiting.
         #[arg(long, requires = "all")]
         server: Option<String>,
+        /// Trust every waiting change of --server.
         #[arg(long, requires = "server")]
         all: bool,
     },
     /// Forget the pins of SERVER:TOOL, or of every tool and the binary of SERVER.
-    Reset { target: String },
+    Reset {
+        /// SERVER:TOOL, or SERVER for all of its pins.
+        #[arg(value_name = "SERVER[:TOOL]")]
+        target: String,
+    },
 }
 
 /// Where the pins are: agentshd, or a state dir read directly.

@@ -20,10 +20,13 @@ use serde_json::{Value, json};
 /// Filters shared by the event queries.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Filters {
-    #[arg(long)]
+    /// Only this session's events (a session's own processes see only their session).
+    #[arg(long, value_name = "ID")]
     session: Option<String>,
+    /// Only events of this server id.
     #[arg(long)]
     server: Option<String>,
+    /// Only events of this tool.
     #[arg(long)]
     tool: Option<String>,
     /// allow, audit, alert or block.
@@ -294,18 +297,23 @@ fn print_servers(events: &[Event], as_json: bool) {
 pub enum SessionCommand {
     /// Sessions, newest first.
     List {
+        /// JSON lines instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// One session: who, what, and counts.
     Show {
+        /// The session id, as `agentshctl session list` shows it.
         id: String,
+        /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
     /// One session in full: servers, tools seen and changed, detections, calls.
     Report {
+        /// The session id, as `agentshctl session list` shows it.
         id: String,
+        /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -441,10 +449,12 @@ pub fn generate(socket: &Path, session: &str, out: Option<&PathBuf>) -> Result<E
 #[derive(Debug, clap::Args)]
 pub struct ApproveCli {
     /// SERVER:TOOL held back by a detection.
+    #[arg(value_name = "SERVER:TOOL")]
     target: Option<String>,
     /// With --all: every tool of this server held back by a detection.
     #[arg(long, requires = "all")]
     server: Option<String>,
+    /// Approve every tool of --server held back by a detection.
     #[arg(long, requires = "server")]
     all: bool,
 }
