@@ -199,3 +199,173 @@ fn exit_status_and_cgroup_of_the_agent() {
     assert_eq!(record["live"], false, "{record}");
     assert!(record["ended_at"].is_u64(), "{record}");
 }
+
+/// agentshd started as an unprivileged user (nobody): it says what it cannot do, tracks
+/// sessions by process ancestry instead of cgroups, and still decides every call of a shim in
+/// the session. The binaries and the server are copied to a directory nobody can reach, so
+/// the test does not depend on where the checkout lives.
+#[test]
+fn an_unprivileged_daemon_says_what_it_cannot_do_and_still_decides() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    if !is_root() {
+        eprintln!("skipped: needs root to start agentshd as another user (CI runs as root)");
+        return;
+    }
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("the nobody user");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for name in ["agentshd", "agentshctl", "agentsh-shim"] {
+        std::fs::copy(bin(name), root.join(name)).unwrap();
+    }
+    std::fs::copy(
+        agentsh_tests::repo_root().join("tests/peers/servers/recorder.py"),
+        root.join("recorder.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("policy.yaml"),
+        "sandbox:\n  mcp:\n    denied_tools: [{server: files, tool: write_file}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agentsh.yaml"),
+        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\n",
+    )
+    .unwrap();
+    for entry in std::fs::read_dir(root).unwrap() {
+        nix::unistd::chown(&entry.unwrap().path(), Some(nobody.uid), Some(nobody.gid)).unwrap();
+    }
+    nix::unistd::chown(root, Some(nobody.uid), Some(nobody.gid)).unwrap();
+    let as_nobody = |program: &str| {
+        let mut cmd = Command::new(root.join(program));
+        cmd.uid(nobody.uid.as_raw())
+            .gid(nobody.gid.as_raw())
+            .env("HOME", root)
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(root);
+        cmd
+    };
+
+    let mut daemon = Stop(
+        as_nobody("agentshd")
+            .args(["--foreground", "--config", "agentsh.yaml"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut said = Vec::new();
+    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
+    while !said
+        .last()
+        .is_some_and(|l: &String| l.contains("start an agent with"))
+    {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "agentshd ended: {said:?}"
+        );
+        said.push(line);
+    }
+    let said = said.concat();
+    assert!(said.contains("sessions by process ancestry"), "{said}");
+    assert!(
+        said.contains("limitation: sessions are tracked by process ancestry, not cgroups"),
+        "{said}"
+    );
+    assert!(said.contains("limitation: no kernel enforcement"), "{said}");
+
+    // An agent session of the same user: its shim asks the daemon, which finds the session
+    // from the shim's ancestry.
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
+    ]
+    .join("\\n");
+    let script = format!(
+        "printf '{requests}\\n' | ./agentsh-shim --server-id files -- python3 recorder.py log"
+    );
+    let mut run = as_nobody("agentshctl");
+    run.args([
+        "--socket",
+        "agentsh.sock",
+        "run",
+        "--name",
+        "dev",
+        "--",
+        "sh",
+        "-c",
+    ])
+    .arg(&script);
+    let out = agentsh_tests::run_bounded(run, b"", Duration::from_secs(60));
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let replies: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: u64| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no reply {id}: {}", out.stdout))
+    };
+    assert!(by_id(3)["result"].is_object(), "{}", by_id(3));
+    let refused = by_id(4)["error"]["message"].as_str().unwrap_or_default();
+    assert!(refused.contains("denied_tools"), "{}", by_id(4));
+
+    // The trail, by the session the daemon found for the shim.
+    let query = |args: &[&str]| {
+        let mut cmd = as_nobody("agentshctl");
+        cmd.args(["--socket", "agentsh.sock"]).args(args);
+        let out = agentsh_tests::run_bounded(cmd, b"", Duration::from_secs(30));
+        assert!(out.status.success(), "{args:?}: {}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let sessions = query(&["session", "list", "--json"]);
+    let id = sessions
+        .iter()
+        .find(|s| s["name"] == "dev")
+        .and_then(|s| s["id"].as_str())
+        .unwrap_or_else(|| panic!("{sessions:?}"))
+        .to_owned();
+    let calls: Vec<(String, String)> = query(&["mcp", "calls", "--session", &id, "--json"])
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or_default().to_owned(),
+                e["action"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("read_file".to_owned(), "allow".to_owned()),
+            ("write_file".to_owned(), "block".to_owned())
+        ]
+    );
+}
+
+/// Stops the daemon (SIGTERM, then waits) when the test ends, however it ends.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = agentsh_tests::wait_bounded(&mut self.0, Duration::from_secs(10));
+    }
+}
