@@ -172,8 +172,17 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
 
     let mut child = child::spawn(&resolved.path, program, program_args, &filtered.kept)?;
     child::forward_signals(child.id())?;
+    let releases = match decider.watch_releases(&server) {
+        Ok(releases) => Some(releases),
+        Err(err) => {
+            eprintln!(
+                "agentsh-shim: approvals will reach the client only when it lists tools again: {err}"
+            );
+            None
+        }
+    };
     let guard = agentsh::guard::Guard::new(&server, decider, setup.max_message_bytes);
-    relay::run(&mut child, guard, setup.max_message_bytes)?;
+    relay::run(&mut child, guard, setup.max_message_bytes, releases)?;
     let status = child.wait().context("waiting for the server")?;
     // exit_like does not return: flush the audit trail first.
     sink.close();

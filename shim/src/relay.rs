@@ -23,7 +23,14 @@ use anyhow::{Context as _, Result};
 type Sink<W> = Arc<Mutex<Option<BufWriter<W>>>>;
 
 /// Relays until the server closes its stdout. The client's EOF closes the server's stdin.
-pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<()> {
+/// Each batch of tool names from `releases` (tools let through after being held back) tells
+/// the client to list the tools again.
+pub fn run(
+    child: &mut Child,
+    guard: Guard,
+    max_message_bytes: usize,
+    releases: Option<mpsc::Receiver<String>>,
+) -> Result<()> {
     let server_in = child.stdin.take().context("server stdin")?;
     let server_out = child.stdout.take().context("server stdout")?;
     let client_in = own_fd(std::io::stdin().as_fd()).context("stdin")?;
@@ -39,6 +46,9 @@ pub fn run(child: &mut Child, guard: Guard, max_message_bytes: usize) -> Result<
     ))));
     let reply_to_client = replier(Arc::clone(&to_client));
     let reply_to_server = replier(Arc::clone(&to_server));
+    if let Some(releases) = releases {
+        announce_releases(releases, reply_to_client.clone());
+    }
 
     {
         let guard = Arc::clone(&guard);
@@ -129,6 +139,28 @@ fn apply<W: Write>(
         return false;
     };
     writer.write_all(&bytes).is_ok() && (more_input || writer.flush().is_ok())
+}
+
+/// The notification that makes an MCP client fetch tools/list again.
+const TOOLS_LIST_CHANGED: &[u8] =
+    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
+
+/// A thread that sends the client one tools/list_changed per batch of releases (an approval
+/// of every tool of a server arrives as several at once).
+fn announce_releases(releases: mpsc::Receiver<String>, to_client: mpsc::Sender<Vec<u8>>) {
+    let spawned = std::thread::Builder::new()
+        .name("release-notices".into())
+        .spawn(move || {
+            while releases.recv().is_ok() {
+                while releases.try_recv().is_ok() {}
+                if to_client.send(TOOLS_LIST_CHANGED.to_vec()).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("agentsh-shim: cannot start the release announcer: {err}");
+    }
 }
 
 /// A thread that writes replies to `sink`, so the thread that produced them never blocks on it.

@@ -3,11 +3,14 @@
 //   node mcp-client.mjs '<steps json>' -- CMD ARGS...
 //
 // Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}},
-//         {"op":"wait","path":"/tmp/go"} (until that file exists, at most 60 s), ...]
+//         {"op":"wait","path":"/tmp/go"} (until that file exists, at most 60 s),
+//         {"op":"wait_list_changed"} (until a tools/list_changed notification not yet waited
+//         for has arrived, at most 60 s), ...]
 // Prints one JSON line per step: {"op","ok":true,"result"} or {"op","ok":false,"error":{code,message}}.
 // Exits 0 when every step ran (a refused call is a result, not a failure), 1 on a broken session.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const sep = process.argv.indexOf("--");
 if (sep < 0 || sep + 1 >= process.argv.length) {
@@ -24,6 +27,13 @@ const transport = new StdioClientTransport({
   stderr: "inherit",
 });
 const client = new Client({ name: "agentsh-test-client", version: "1.0.0" }, { capabilities: {} });
+
+// tools/list_changed notifications received, and how many a wait_list_changed step consumed.
+let listChanged = 0;
+let listChangedSeen = 0;
+client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+  listChanged += 1;
+});
 
 const emit = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
@@ -56,6 +66,16 @@ try {
             await new Promise((resolve) => setTimeout(resolve, 50));
           }
           emit({ op: "wait", ok: true });
+          break;
+        }
+        case "wait_list_changed": {
+          const deadline = Date.now() + 60_000;
+          while (listChanged <= listChangedSeen) {
+            if (Date.now() > deadline) throw new Error("no tools/list_changed notification within 60 s");
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          listChangedSeen = listChanged;
+          emit({ op: "wait_list_changed", ok: true });
           break;
         }
         default:

@@ -319,8 +319,9 @@ fn approve_releases_a_held_tool_in_the_live_session() {
     );
     let go = dir.path().join("approved");
     let add = r#"{"op":"call","name":"add","arguments":{"a":2,"b":3}}"#;
+    // The client waits until the approvals are done, then for the shim's tools/list_changed.
     let steps_json = format!(
-        r#"[{{"op":"list"}},{add},{{"op":"wait","path":"{}"}},{{"op":"list"}},{add}]"#,
+        r#"[{{"op":"list"}},{add},{{"op":"wait","path":"{}"}},{{"op":"wait_list_changed"}},{{"op":"list"}},{add}]"#,
         go.display()
     );
     let script = client(
@@ -340,7 +341,7 @@ fn approve_releases_a_held_tool_in_the_live_session() {
         assert!(one.status.success(), "{}", one.stderr);
         assert_eq!(
             one.stdout.lines().collect::<Vec<_>>(),
-            ["poisoned:add approved by root; clients see it on their next tools/list"],
+            ["poisoned:add approved by root; running clients are told to list tools again"],
         );
         let all = daemon.ctl(&["mcp", "approve", "--server", "poisoned", "--all"]);
         assert!(all.status.success(), "{}", all.stderr);
@@ -359,7 +360,8 @@ fn approve_releases_a_held_tool_in_the_live_session() {
     });
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     let steps = steps(&out.stdout);
-    assert_eq!(steps.len(), 5, "{}", out.stdout);
+    assert_eq!(steps.len(), 6, "{}", out.stdout);
+    assert_eq!(steps[3]["ok"], true, "told to list again: {}", steps[3]);
     let before = tool_names(&steps[0]);
     assert!(!before.contains(&"add".to_owned()), "{before:?}");
     assert!(!before.contains(&"send_note".to_owned()), "{before:?}");
@@ -367,14 +369,14 @@ fn approve_releases_a_held_tool_in_the_live_session() {
     let message = error_message(&steps[1]);
     assert!(message.contains("detection"), "{message}");
     // After the approvals: offered again, and the call goes through to the server.
-    let after = tool_names(&steps[3]);
+    let after = tool_names(&steps[4]);
     assert!(after.contains(&"add".to_owned()), "{after:?}");
     assert!(after.contains(&"send_note".to_owned()), "{after:?}");
-    assert_eq!(steps[4]["ok"], true, "{}", steps[4]);
+    assert_eq!(steps[5]["ok"], true, "{}", steps[5]);
     assert_eq!(
-        steps[4]["result"]["content"][0]["text"], "5",
+        steps[5]["result"]["content"][0]["text"], "5",
         "{}",
-        steps[4]
+        steps[5]
     );
 
     // Recorded with who approved what.

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::protocol::{
-    self, ApiError, BinaryArgs, OutputArgs, PROTOCOL_VERSION, RawResponse, RecordArgs, Request,
-    ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs, ops,
+    self, ApiError, BinaryArgs, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, RawResponse,
+    RecordArgs, Request, ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs, ops,
 };
 use crate::audit::Event;
 use crate::engine::{
@@ -145,6 +145,20 @@ impl Client {
         }
     }
 
+    /// Asks for the release notices of `server`'s tools in the caller's session; from then on
+    /// this connection only carries notices, for as long as both ends keep it open.
+    pub fn watch_releases(mut self, server: &str) -> Result<Notices, ClientError> {
+        let _: serde::de::IgnoredAny = self.call(
+            ops::WATCH,
+            &ServerArgs {
+                server: server.to_owned(),
+            },
+        )?;
+        // Notices come when someone approves: no patience limit on them.
+        self.writer.set_read_timeout(None).map_err(|e| self.io(e))?;
+        Ok(Notices { client: self })
+    }
+
     fn io(&self, source: std::io::Error) -> ClientError {
         ClientError::Io {
             path: self.path.clone(),
@@ -157,6 +171,29 @@ impl Client {
             path: self.path.clone(),
             message: message.to_string(),
         }
+    }
+}
+
+/// The notices of a watching connection, until the daemon closes it (the session ended) or a
+/// line is not a notice.
+pub struct Notices {
+    client: Client,
+}
+
+impl Iterator for Notices {
+    type Item = Notice;
+
+    fn next(&mut self) -> Option<Notice> {
+        let client = &mut self.client;
+        client.line.clear();
+        let read = Read::by_ref(&mut client.reader)
+            .take(protocol::MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut client.line)
+            .ok()?;
+        if read == 0 {
+            return None;
+        }
+        serde_json::from_slice(&client.line).ok()
     }
 }
 
@@ -287,5 +324,28 @@ impl Decider for RemoteDecider {
         if let Err(err) = recorded {
             eprintln!("agentsh: event not recorded: {err}");
         }
+    }
+
+    /// On a connection of its own, read by a thread of its own.
+    fn watch_releases(&self, server: &str) -> Result<mpsc::Receiver<String>, DecideError> {
+        let notices = Client::connect(&self.path)
+            .and_then(|client| client.watch_releases(server))
+            .map_err(|e| DecideError(e.to_string()))?;
+        let (released, receiver) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("release-notices".into())
+            .spawn(move || {
+                for notice in notices {
+                    match notice.notice {
+                        NoticeKind::ToolReleased => {
+                            if released.send(notice.tool).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| DecideError(format!("cannot start the notice reader: {e}")))?;
+        Ok(receiver)
     }
 }

@@ -8,5 +8,5 @@
 pub mod client;
 pub mod protocol;
 
-pub use client::{Client, ClientError, RemoteDecider, default_socket_path, socket_path};
-pub use protocol::{ApiError, ErrorCode, PROTOCOL_VERSION};
+pub use client::{Client, ClientError, Notices, RemoteDecider, default_socket_path, socket_path};
+pub use protocol::{ApiError, ErrorCode, Notice, NoticeKind, PROTOCOL_VERSION};

@@ -84,6 +84,23 @@ impl ApiError {
     }
 }
 
+/// A line the daemon sends unasked, on a connection that asked [`ops::WATCH`]: a tool of the
+/// watched server held back in the caller's session is let through now (approved, or its
+/// changed definition trusted). The shim then tells its client to list the tools again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    pub v: u32,
+    pub notice: NoticeKind,
+    pub server: String,
+    pub tool: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    ToolReleased,
+}
+
 /// Operation names.
 pub mod ops {
     pub const HELLO: &str = "hello";
@@ -94,6 +111,8 @@ pub mod ops {
     pub const OUTPUT: &str = "mcp.output";
     pub const SERVER_REQUEST: &str = "mcp.server_request";
     pub const RECORD: &str = "mcp.record";
+    /// Turns the connection into a stream of [`super::Notice`]s for one server's tools.
+    pub const WATCH: &str = "mcp.watch";
     pub const SESSION_CREATE: &str = "session.create";
     pub const SESSION_LIST: &str = "session.list";
     pub const SESSION_REPORT: &str = "session.report";

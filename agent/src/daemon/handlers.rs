@@ -1,5 +1,7 @@
 //! One request in, one response line out; who may do what.
 
+use std::sync::mpsc;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -7,10 +9,10 @@ use serde_json::value::RawValue;
 use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
-    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, Generated, Hello,
-    OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs, Role,
-    ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs, SessionCreated, ToolCallArgs,
-    ToolRef, ToolsListedArgs, ops,
+    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, Generated, Hello, Notice,
+    NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs,
+    Role, ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs, SessionCreated,
+    ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -18,13 +20,27 @@ use crate::store::{EventQuery, SessionRecord, now_secs};
 
 type Answer = Result<Vec<u8>, ApiError>;
 
-/// Answers one request line (the response line ends with `\n`).
-pub fn handle(daemon: &Daemon, peer: &Peer, line: &[u8]) -> Vec<u8> {
+/// What to send back for one request.
+pub enum Reply {
+    /// The response line (it ends with `\n`).
+    Line(Vec<u8>),
+    /// The response line; then the connection carries release notices of `server` from
+    /// `releases` until either side closes it.
+    Watch {
+        line: Vec<u8>,
+        server: String,
+        releases: mpsc::Receiver<String>,
+    },
+}
+
+/// Answers one request line.
+pub fn handle(daemon: &Daemon, peer: &Peer, line: &[u8]) -> Reply {
     let request: RawRequest = match serde_json::from_slice(line) {
         Ok(r) => r,
         Err(err) => {
             let message = format!("not a request: {err}");
-            return respond(0, Err(ApiError::new(ErrorCode::BadRequest, message)));
+            let answer = Err(ApiError::new(ErrorCode::BadRequest, message));
+            return Reply::Line(respond(0, answer));
         }
     };
     if request.v != PROTOCOL_VERSION {
@@ -32,12 +48,36 @@ pub fn handle(daemon: &Daemon, peer: &Peer, line: &[u8]) -> Vec<u8> {
             "protocol version {} is not supported; this daemon speaks {PROTOCOL_VERSION}",
             request.v
         );
-        return respond(
-            request.id,
-            Err(ApiError::new(ErrorCode::UnsupportedVersion, message)),
-        );
+        let answer = Err(ApiError::new(ErrorCode::UnsupportedVersion, message));
+        return Reply::Line(respond(request.id, answer));
     }
-    respond(request.id, dispatch(daemon, peer, &request))
+    if request.op == ops::WATCH {
+        return match args::<ServerArgs>(request.args) {
+            Ok(a) => {
+                let session = verdict_session(daemon, peer);
+                Reply::Watch {
+                    line: respond(request.id, ok(&serde_json::json!({}))),
+                    releases: daemon.engine.watch_releases(&session, &a.server),
+                    server: a.server,
+                }
+            }
+            Err(err) => Reply::Line(respond(request.id, Err(err))),
+        };
+    }
+    Reply::Line(respond(request.id, dispatch(daemon, peer, &request)))
+}
+
+/// The line announcing that `tool` of `server` is let through now.
+pub fn released_notice(server: &str, tool: &str) -> Vec<u8> {
+    let notice = Notice {
+        v: PROTOCOL_VERSION,
+        notice: NoticeKind::ToolReleased,
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+    };
+    let mut line = serde_json::to_vec(&notice).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// The answer to a request line longer than the protocol allows.

@@ -3,11 +3,13 @@
 //! the fastest way to answer them.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use super::{Daemon, Peer, handlers};
 use crate::api::protocol::MAX_LINE_BYTES;
@@ -127,9 +129,59 @@ fn serve_connection(daemon: &Daemon, stream: UnixStream) {
             }
             Ok(_) => {}
         }
-        let answer = handlers::handle(daemon, &peer, &line);
-        if writer.write_all(&answer).is_err() {
-            return;
+        match handlers::handle(daemon, &peer, &line) {
+            handlers::Reply::Line(answer) => {
+                if writer.write_all(&answer).is_err() {
+                    return;
+                }
+            }
+            handlers::Reply::Watch {
+                line,
+                server,
+                releases,
+            } => {
+                if writer.write_all(&line).is_ok() {
+                    send_notices(&mut writer, &server, &releases);
+                }
+                return;
+            }
         }
     }
+}
+
+/// How often a watching connection with nothing to say checks that its peer is still there.
+const WATCH_LIVENESS: Duration = Duration::from_secs(5);
+
+/// Writes a notice per release until the session ends (the sender is dropped with it) or the
+/// peer hangs up.
+fn send_notices(writer: &mut UnixStream, server: &str, releases: &mpsc::Receiver<String>) {
+    loop {
+        match releases.recv_timeout(WATCH_LIVENESS) {
+            Ok(tool) => {
+                if writer
+                    .write_all(&handlers::released_notice(server, &tool))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if peer_hung_up(writer) => return,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Whether the other end closed: a peek that would not block reads end of file.
+fn peer_hung_up(stream: &UnixStream) -> bool {
+    use nix::sys::socket::{MsgFlags, recv};
+    let mut byte = [0u8; 1];
+    matches!(
+        recv(
+            stream.as_raw_fd(),
+            &mut byte,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+        ),
+        Ok(0)
+    )
 }

@@ -1,7 +1,7 @@
 //! [`Decider`]: how an interception point asks for verdicts, whether the engine runs in its own
 //! process ([`Local`], `agentsh-shim --policy`) or in agentshd (the control socket client).
 
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 
 use serde_json::{Map, Value};
 
@@ -39,6 +39,9 @@ pub trait Decider: Send + Sync {
     /// Something the interception point saw and handled itself (a refused message, filtered
     /// environment variables).
     fn record(&self, event: Event);
+    /// The names of `server`'s tools let through from now on after being held back (approve,
+    /// pins trust), as it happens: the interception point tells its client to list again.
+    fn watch_releases(&self, server: &str) -> Result<mpsc::Receiver<String>, DecideError>;
 }
 
 /// The engine in this process, for one session.
@@ -95,5 +98,9 @@ impl Decider for Local {
 
     fn record(&self, event: Event) {
         self.engine.record(&self.session, event);
+    }
+
+    fn watch_releases(&self, server: &str) -> Result<mpsc::Receiver<String>, DecideError> {
+        Ok(self.engine.watch_releases(&self.session, server))
     }
 }

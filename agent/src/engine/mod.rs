@@ -14,7 +14,7 @@ mod pins;
 pub mod verdict;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 
 use serde_json::json;
 
@@ -73,6 +73,14 @@ pub struct Session {
     follows_default: bool,
     registry: RwLock<Registry>,
     analysis: Mutex<Analysis>,
+    watchers: Mutex<Vec<Watcher>>,
+}
+
+/// An interception point waiting to hear that a held tool of `server` was let through
+/// (approve, pins trust), so that it can tell its client to list the tools again.
+struct Watcher {
+    server: String,
+    released: mpsc::Sender<String>,
 }
 
 #[derive(Default)]
@@ -93,6 +101,12 @@ impl Session {
 
     pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
         read(&self.registry)
+    }
+
+    /// Tells the watchers of `server` that `tool` is let through now; forgets those that hung up.
+    fn released(&self, server: &str, tool: &str) {
+        lock(&self.watchers)
+            .retain(|w| w.server != server || w.released.send(tool.to_owned()).is_ok());
     }
 }
 
@@ -167,6 +181,7 @@ impl Engine {
                 rules: RwLock::new(rules.unwrap_or_else(|| self.rules())),
                 registry: RwLock::default(),
                 analysis: Mutex::default(),
+                watchers: Mutex::default(),
             })
         }))
     }
@@ -178,6 +193,17 @@ impl Engine {
 
     pub fn find_session(&self, id: &str) -> Option<Arc<Session>> {
         read(&self.sessions).get(id).cloned()
+    }
+
+    /// The names of the tools of `server` that `session` lets through from now on, after an
+    /// approval or a pin trust held them back, as they happen.
+    pub fn watch_releases(&self, session: &Session, server: &str) -> mpsc::Receiver<String> {
+        let (released, receiver) = mpsc::channel();
+        lock(&session.watchers).push(Watcher {
+            server: server.to_owned(),
+            released,
+        });
+        receiver
     }
 
     /// Records an event of `session`.
@@ -321,6 +347,7 @@ impl Engine {
                     )
                 {
                     entry.state = ToolState::Trusted;
+                    session.released(server, &name);
                 }
             }
             self.record_global(
@@ -362,6 +389,7 @@ impl Engine {
                 )
             {
                 entry.state = ToolState::Trusted;
+                session.released(server, tool);
             }
         }
         self.record_global(

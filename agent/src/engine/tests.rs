@@ -109,9 +109,14 @@ fn approval_lets_a_detected_tool_through_for_its_definition_only() {
     let refused = engine.tool_call(&s, "math", "add", None);
     assert_eq!(refused.rule, "detection");
     assert!(refused.reason.contains("agentshctl mcp approve math:add"));
+    let watch_math = engine.watch_releases(&s, "math");
+    let watch_other = engine.watch_releases(&s, "other");
 
     let approved = engine.approve("math", None, "alice").unwrap();
     assert_eq!(approved.len(), 1);
+    // The session's interception points for math hear of it; others do not.
+    assert_eq!(watch_math.try_recv().as_deref(), Ok("add"));
+    assert!(watch_other.try_recv().is_err());
     assert!(!engine.tool_call(&s, "math", "add", None).blocks());
     let approval = kinds(&events, EventKind::McpToolApproved);
     assert_eq!(approval[0].details["approved_by"], "alice");
@@ -150,8 +155,13 @@ fn trusting_a_pending_change_updates_live_sessions() {
         engine.tool_call(&s, "fs", "read", None).rule,
         "version_pinning"
     );
+    let watch = engine.watch_releases(&s, "fs");
+    drop(engine.watch_releases(&s, "fs"));
     assert!(engine.trust("fs", "read", "bob").unwrap().is_some());
     assert!(!engine.tool_call(&s, "fs", "read", None).blocks());
+    assert_eq!(watch.try_recv().as_deref(), Ok("read"));
+    // A watcher that hung up is forgotten at the first release it misses.
+    assert_eq!(s.watchers.lock().unwrap().len(), 1);
     assert!(engine.trust("fs", "read", "bob").unwrap().is_none());
 }
 

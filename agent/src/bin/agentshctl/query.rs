@@ -481,7 +481,7 @@ pub fn approve(socket: &Path, args: &ApproveCli) -> Result<ExitCode> {
     let approved: Approved = client.call(ops::APPROVE, &request)?;
     for t in &approved.approved {
         println!(
-            "{}:{} approved by {}; clients see it on their next tools/list",
+            "{}:{} approved by {}; running clients are told to list tools again",
             t.server, t.tool, approved.by
         );
     }
