@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsh::api::RemoteDecider;
@@ -61,15 +61,14 @@ fn main() {
     ));
     let socket = dir.path().join("agentsh.sock");
     let listener = Arc::new(Listener::bind(&socket).expect("bind"));
-    let d = Arc::new(Daemon {
-        engine: daemon_engine,
+    let d = Arc::new(Daemon::new(
+        daemon_engine,
         log,
-        sessions: Sessions::new(&CgroupParent::Auto),
-        settings: Settings::default(),
-        limitations: Vec::new(),
-        policy_path: root.join("policies/default.yaml"),
-        unmanaged: Mutex::default(),
-    });
+        Sessions::new(&CgroupParent::Auto),
+        Settings::default(),
+        Vec::new(),
+        root.join("policies/default.yaml"),
+    ));
     {
         let listener = Arc::clone(&listener);
         std::thread::spawn(move || daemon::serve(d, &listener));

@@ -236,6 +236,26 @@ fn from_rfc3339<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error>
     humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
 }
 
+/// An optional time as RFC 3339 text, the way event timestamps are written (for `serde(with)`).
+pub(crate) mod optional_rfc3339 {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(time: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+        match time {
+            Some(time) => super::rfc3339(time, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+        Option::<std::borrow::Cow<'de, str>>::deserialize(d)?
+            .map(|text| humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 /// Where events go.
 pub trait EventSink: Send + Sync {
     fn record(&self, event: Event);

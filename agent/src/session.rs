@@ -144,51 +144,67 @@ impl Sessions {
         Ok(cgroup)
     }
 
-    /// The live session `pid` belongs to, from the kernel's view of it.
+    /// After a restart of the daemon: takes session `id` back when its cgroup (under this
+    /// daemon's parent) still holds processes. Returns whether it did.
+    pub fn resume(&self, id: &str, cgroup: &str) -> bool {
+        let Tracking::Cgroup { mount, parent } = &self.tracking else {
+            return false;
+        };
+        let ours = cgroup
+            .strip_prefix(parent.trim_end_matches('/'))
+            .is_some_and(|rest| rest == format!("/{id}"));
+        if !ours || !populated(&mount.join(cgroup.trim_start_matches('/'))) {
+            return false;
+        }
+        lock(&self.live).insert(id.to_owned(), Root::Cgroup(cgroup.to_owned()));
+        true
+    }
+
+    /// The session `pid` belongs to, from the kernel's view of it. With cgroups, any process
+    /// below the session parent is in the session its first level names, live or not: a
+    /// session the daemon lost track of never makes its processes anything more than that.
     pub fn session_of(&self, pid: u32) -> Option<String> {
+        match &self.tracking {
+            Tracking::Cgroup { parent, .. } => {
+                let path = cgroup_of(pid).ok()?;
+                let below = path
+                    .strip_prefix(parent.trim_end_matches('/'))?
+                    .strip_prefix('/')?;
+                below
+                    .split('/')
+                    .next()
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned)
+            }
+            Tracking::Process => self.session_by_ancestry(pid),
+        }
+    }
+
+    /// The live session whose launcher is `pid` or one of its ancestors.
+    fn session_by_ancestry(&self, pid: u32) -> Option<String> {
         let live = lock(&self.live);
         if live.is_empty() {
             return None;
         }
-        match &self.tracking {
-            Tracking::Cgroup { .. } => {
-                let path = cgroup_of(pid).ok()?;
-                live.iter().find_map(|(id, root)| match root {
-                    Root::Cgroup(rel)
-                        if path == *rel
-                            || path
-                                .strip_prefix(rel.as_str())
-                                .is_some_and(|rest| rest.starts_with('/')) =>
-                    {
-                        Some(id.clone())
-                    }
-                    _ => None,
-                })
-            }
-            Tracking::Process => {
-                let mut current = pid;
-                // Ancestry is short; the bound only guards against a loop in a racing /proc.
-                for _ in 0..256 {
-                    let start = start_time(current).ok()?;
-                    let found = live.iter().find_map(|(id, root)| match root {
-                        Root::Process { pid, start_time }
-                            if *pid == current && *start_time == start =>
-                        {
-                            Some(id.clone())
-                        }
-                        _ => None,
-                    });
-                    if found.is_some() {
-                        return found;
-                    }
-                    current = parent_of(current).ok()?;
-                    if current <= 1 {
-                        return None;
-                    }
+        let mut current = pid;
+        // Ancestry is short; the bound only guards against a loop in a racing /proc.
+        for _ in 0..256 {
+            let start = start_time(current).ok()?;
+            let found = live.iter().find_map(|(id, root)| match root {
+                Root::Process { pid, start_time } if *pid == current && *start_time == start => {
+                    Some(id.clone())
                 }
-                None
+                _ => None,
+            });
+            if found.is_some() {
+                return found;
+            }
+            current = parent_of(current).ok()?;
+            if current <= 1 {
+                return None;
             }
         }
+        None
     }
 
     pub fn is_live(&self, id: &str) -> bool {

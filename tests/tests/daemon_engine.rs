@@ -139,7 +139,8 @@ fn rate_limit_per_server_and_burst_across_servers() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path(), "sandbox: {mcp: {}}\n");
 
-    // Token bucket per server: 3 calls at once for memory, 5 for its override.
+    // Token bucket per server: 3 calls at once for memory, 5 for its override; one more
+    // every 10 s, far longer than the calls take.
     let rates = dir.path().join("rates.yaml");
     std::fs::write(
         &rates,
@@ -147,7 +148,7 @@ fn rate_limit_per_server_and_burst_across_servers() {
   mcp:
     rate_limits:
       enabled: true
-      default_rpm: 60
+      default_rpm: 6
       default_burst: 3
       per_server:
         roomy: {burst: 5}
@@ -175,7 +176,7 @@ fn rate_limit_per_server_and_burst_across_servers() {
     let refused = &steps(&out.stdout)[3];
     let message = error_message(refused);
     assert!(message.contains("rate_limits"), "{message}");
-    assert!(message.contains("60 calls/min, burst 3"), "{message}");
+    assert!(message.contains("6 calls/min, burst 3"), "{message}");
     let id = daemon.session_id("rates");
     let limited = daemon.json_lines(&[
         "mcp",
@@ -334,7 +335,7 @@ fn approve_releases_a_held_tool_in_the_live_session() {
     let out = std::thread::scope(|scope| {
         let agent = scope.spawn(|| daemon.run_session("held", &script));
         assert!(
-            wait_for_hold(&daemon, "poisoned", "add"),
+            wait_for_refusal(&daemon, "poisoned", "add"),
             "the poisoned add tool was never held back"
         );
         let one = daemon.ctl(&["mcp", "approve", "poisoned:add"]);
@@ -393,10 +394,11 @@ fn approve_releases_a_held_tool_in_the_live_session() {
     assert_eq!(approved, [("add", "root"), ("send_note", "root")]);
 }
 
-/// Polls the session's detections until `server:tool` is reported held back (bounded).
-fn wait_for_hold(daemon: &Daemon, server: &str, tool: &str) -> bool {
+/// Polls the trail until a call of `server:tool` was refused (bounded): the agent has seen
+/// the hold, and the test may act on it.
+fn wait_for_refusal(daemon: &Daemon, server: &str, tool: &str) -> bool {
     for _ in 0..600 {
-        let out = daemon.ctl(&["mcp", "detections", "--server", server, "--json"]);
+        let out = daemon.ctl(&["mcp", "calls", "--server", server, "--tool", tool, "--json"]);
         if out.status.success()
             && out.stdout.lines().any(|l| {
                 serde_json::from_str::<Value>(l)
@@ -408,4 +410,100 @@ fn wait_for_hold(daemon: &Daemon, server: &str, tool: &str) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+#[test]
+fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The daemon's own policy only alerts; the session runs under one that blocks.
+    let mut daemon = Daemon::start(
+        dir.path(),
+        "sandbox: {mcp: {detection: {enabled: true, on_detection: alert}}}\n",
+    );
+    let strict = dir.path().join("strict.yaml");
+    std::fs::write(
+        &strict,
+        "sandbox: {mcp: {detection: {enabled: true, on_detection: block}}}\n",
+    )
+    .unwrap();
+    let restarted = dir.path().join("restarted");
+    let add = r#"{"op":"call","name":"add","arguments":{"a":2,"b":3}}"#;
+    let multiply = r#"{"op":"call","name":"multiply","arguments":{"a":2,"b":3}}"#;
+    let steps_json = format!(
+        r#"[{{"op":"list"}},{add},{{"op":"wait","path":"{}"}},{add},{multiply}]"#,
+        restarted.display()
+    );
+    let ctl = bin("agentshctl");
+    let socket = daemon.socket.clone();
+    // After the restart, a root process of the session is still only a session process.
+    let script = format!(
+        "{} && {ctl} --socket {socket} mcp approve poisoned:add; echo approve-exit=$?",
+        client(
+            &steps_json,
+            &shimmed("poisoned", "node servers/poisoned.mjs")
+        ),
+        ctl = ctl.display(),
+        socket = socket.display(),
+    );
+    let mut run = std::process::Command::new(&ctl);
+    run.arg("--socket")
+        .arg(&socket)
+        .args([
+            "run",
+            "--policy",
+            strict.to_str().unwrap(),
+            "--name",
+            "long",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .current_dir(agentsh_tests::peers());
+    let agent =
+        std::thread::spawn(move || agentsh_tests::run_bounded(run, b"", Duration::from_secs(120)));
+    assert!(
+        wait_for_refusal(&daemon, "poisoned", "add"),
+        "the poisoned add tool was never held back"
+    );
+    daemon.restart_after_kill9();
+    std::fs::write(&restarted, "").unwrap();
+    let out = agent.join().unwrap();
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+
+    let steps = steps(&out.stdout);
+    assert_eq!(steps.len(), 5, "{}", out.stdout);
+    assert!(
+        error_message(&steps[1]).contains("detection"),
+        "{}",
+        steps[1]
+    );
+    // The new daemon run holds add back as the old one did, under the session's own policy,
+    // and answers the rest.
+    let message = error_message(&steps[3]);
+    assert!(message.contains("detection"), "{message}");
+    assert_eq!(steps[4]["ok"], true, "{}", steps[4]);
+    assert!(out.stdout.contains("approve-exit=2"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("needs an administrator"),
+        "{}",
+        out.stderr
+    );
+
+    // The session is the same one, and it ends when its processes are gone.
+    let id = daemon.session_id("long");
+    let ended = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        daemon
+            .json_lines(&["session", "list", "--json"])
+            .iter()
+            .any(|s| s["id"] == id.as_str() && s["ended_at"].is_u64())
+    });
+    assert!(ended, "session {id} never ended");
+    let calls = daemon.json_lines(&["mcp", "calls", "--session", &id, "--json"]);
+    let actions: Vec<&str> = calls
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["block", "block", "allow"], "{calls:#?}");
 }

@@ -1,10 +1,11 @@
 //! A blocking client of the control socket, and [`RemoteDecider`]: the engine in agentshd as
 //! seen by an interception point.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -12,8 +13,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::protocol::{
-    self, ApiError, BinaryArgs, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, RawResponse,
-    RecordArgs, Request, ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs, ops,
+    self, ApiError, BinaryArgs, Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION,
+    RawResponse, RecordArgs, Request, ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs,
+    ops,
 };
 use crate::audit::Event;
 use crate::engine::{
@@ -198,21 +200,52 @@ impl Iterator for Notices {
 }
 
 /// Verdicts from agentshd. Connections are pooled so the shim's two relay directions each
-/// get one without waiting for the other; a broken connection is dropped and the next
-/// request reconnects, while the request that saw it fails closed.
+/// get one without waiting for the other. A broken pooled connection is dropped and the
+/// request tried once more on a new one; a request that still gets no answer fails closed.
 pub struct RemoteDecider {
     path: PathBuf,
     pool: Mutex<Vec<Client>>,
+    /// The daemon run the connections talk to (its hello's `instance`).
+    instance: Mutex<String>,
+    /// The last tools/list of each server, for a daemon that restarted: it forgot them, and
+    /// would take a held-back tool for one never listed.
+    listed: Mutex<HashMap<String, Vec<Value>>>,
 }
 
 impl RemoteDecider {
     /// Connects once to check the daemon is there.
     pub fn connect(path: &Path) -> Result<Self, ClientError> {
-        let client = Client::connect(path)?;
-        Ok(Self {
+        let decider = Self {
             path: path.to_owned(),
-            pool: Mutex::new(vec![client]),
-        })
+            pool: Mutex::new(Vec::new()),
+            instance: Mutex::default(),
+            listed: Mutex::default(),
+        };
+        let client = decider.connect_checked()?;
+        lock(&decider.pool).push(client);
+        Ok(decider)
+    }
+
+    /// A new connection. When it reaches a daemon run other than the last one, that daemon
+    /// first learns again what this shim's servers listed.
+    fn connect_checked(&self) -> Result<Client, ClientError> {
+        let mut client = Client::connect(&self.path)?;
+        let hello: Hello = client.call(ops::HELLO, &serde_json::json!({}))?;
+        let mut instance = lock(&self.instance);
+        if *instance != hello.instance {
+            let listed = lock(&self.listed);
+            for (server, tools) in listed.iter() {
+                let _: ListVerdict = client.call(
+                    ops::TOOLS_LISTED,
+                    &ToolsListedArgs {
+                        server: server.clone(),
+                        tools,
+                    },
+                )?;
+            }
+            *instance = hello.instance;
+        }
+        Ok(client)
     }
 
     fn call<A: Serialize, R: DeserializeOwned>(
@@ -220,26 +253,62 @@ impl RemoteDecider {
         op: &str,
         args: &A,
     ) -> Result<R, DecideError> {
-        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
-        let mut client = match pooled {
+        let pooled = lock(&self.pool).pop();
+        let fresh = pooled.is_none();
+        let client = match pooled {
             Some(client) => client,
-            None => Client::connect(&self.path).map_err(|e| DecideError(e.to_string()))?,
+            None => self
+                .connect_checked()
+                .map_err(|e| DecideError(e.to_string()))?,
         };
+        match self.call_on(client, op, args) {
+            // A pooled connection can be one to a daemon that has since restarted: one more
+            // try on a new connection, so a restart costs the agent nothing.
+            Err(Broken(_)) if !fresh => {
+                let client = self
+                    .connect_checked()
+                    .map_err(|e| DecideError(e.to_string()))?;
+                self.call_on(client, op, args).map_err(DecideError::from)
+            }
+            answer => answer.map_err(DecideError::from),
+        }
+    }
+
+    /// One request on `client`, which goes back to the pool unless the connection broke.
+    fn call_on<A: Serialize, R: DeserializeOwned>(
+        &self,
+        mut client: Client,
+        op: &str,
+        args: &A,
+    ) -> Result<R, CallError> {
         match client.call(op, args) {
             Ok(answer) => {
-                if let Ok(mut pool) = self.pool.lock() {
-                    pool.push(client);
-                }
+                lock(&self.pool).push(client);
                 Ok(answer)
             }
             // The connection is fine after an error answer; keep it.
             Err(ClientError::Api(err)) => {
-                if let Ok(mut pool) = self.pool.lock() {
-                    pool.push(client);
-                }
-                Err(DecideError(format!("agentshd refused: {err}")))
+                lock(&self.pool).push(client);
+                Err(Refused(DecideError(format!("agentshd refused: {err}"))))
             }
-            Err(err) => Err(DecideError(err.to_string())),
+            Err(err) => Err(Broken(DecideError(err.to_string()))),
+        }
+    }
+}
+
+/// Why a request on a connection failed.
+enum CallError {
+    /// The daemon answered with an error.
+    Refused(DecideError),
+    /// The connection broke; the daemon may not have seen the request.
+    Broken(DecideError),
+}
+use CallError::{Broken, Refused};
+
+impl From<CallError> for DecideError {
+    fn from(err: CallError) -> Self {
+        match err {
+            Refused(e) | Broken(e) => e,
         }
     }
 }
@@ -266,13 +335,15 @@ impl Decider for RemoteDecider {
     }
 
     fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError> {
-        self.call(
+        let verdict = self.call(
             ops::TOOLS_LISTED,
             &ToolsListedArgs {
                 server: server.to_owned(),
                 tools,
             },
-        )
+        )?;
+        lock(&self.listed).insert(server.to_owned(), tools.to_vec());
+        Ok(verdict)
     }
 
     fn tool_call(
@@ -348,4 +419,9 @@ impl Decider for RemoteDecider {
             .map_err(|e| DecideError(format!("cannot start the notice reader: {e}")))?;
         Ok(receiver)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update is one push, pop or assignment: a panic elsewhere leaves them consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -117,7 +117,6 @@ pub mod ops {
     pub const SESSION_LIST: &str = "session.list";
     pub const SESSION_REPORT: &str = "session.report";
     pub const EVENTS: &str = "events.query";
-    pub const TOOLS: &str = "mcp.tools";
     pub const PINS_LIST: &str = "pins.list";
     pub const PINS_DIFF: &str = "pins.diff";
     pub const PINS_TRUST: &str = "pins.trust";
@@ -128,13 +127,6 @@ pub mod ops {
 }
 
 // --- hello ---------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct HelloArgs {
-    /// Free text for the daemon's log (`agentsh-shim 0.1.0`).
-    #[serde(default)]
-    pub client: String,
-}
 
 /// What the peer is to the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +144,8 @@ pub enum Role {
 pub struct Hello {
     pub protocol: u32,
     pub daemon: String,
+    /// Changes each time the daemon starts.
+    pub instance: String,
     pub role: Role,
     /// The session the peer's verdicts are for (from its cgroup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,6 +304,8 @@ pub struct ToolRef {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EventsArgs {
+    /// Everything when absent.
+    #[serde(default)]
     pub query: EventQuery,
 }
 

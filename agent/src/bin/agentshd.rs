@@ -12,7 +12,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentsh::api::client::default_socket_path;
@@ -158,11 +158,11 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     let socket = config.socket.clone().unwrap_or_else(default_socket_path);
     let listener = Listener::bind(&socket)?;
 
-    let daemon = Arc::new(Daemon {
-        engine: Arc::clone(&engine),
-        log: Arc::clone(&log),
+    let daemon = Arc::new(Daemon::new(
+        Arc::clone(&engine),
+        Arc::clone(&log),
         sessions,
-        settings: Settings {
+        Settings {
             admin_gid,
             allow_user_policy: config.sessions.allow_user_policy,
             launcher: LauncherSettings {
@@ -178,10 +178,13 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
                     .collect(),
             },
         },
-        limitations: limitations.clone(),
-        policy_path: config.policy.clone(),
-        unmanaged: Mutex::default(),
-    });
+        limitations.clone(),
+        config.policy.clone(),
+    ));
+    // Before the first connection: processes of a live session must find it in place.
+    let resumed = daemon
+        .resume_sessions()
+        .context("resuming the sessions of the last run")?;
     let listener = Arc::new(listener);
     {
         let daemon = Arc::clone(&daemon);
@@ -222,6 +225,9 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     );
     for limitation in &limitations {
         say!("agentshd: limitation: {limitation}");
+    }
+    for line in &resumed {
+        say!("agentshd: {line}");
     }
     say!(
         "agentshd: start an agent with `agentshctl run -- <agent>`; SIGHUP reloads the policy, SIGTERM stops"

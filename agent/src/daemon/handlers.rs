@@ -132,7 +132,7 @@ fn admin_only(peer: &Peer, what: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(forbidden(format!(
-        "{what} needs an administrator (root, or a member of the admin group); {} is not one",
+        "{what} needs an administrator (root, the daemon's user or a member of the admin group); {} is not one",
         peer.user
     )))
 }
@@ -144,6 +144,7 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::HELLO => ok(&Hello {
             protocol: PROTOCOL_VERSION,
             daemon: format!("agentshd {}", env!("CARGO_PKG_VERSION")),
+            instance: daemon.instance.clone(),
             role: peer.role,
             session: peer.session.clone(),
             limitations: daemon.limitations.clone(),
@@ -194,9 +195,12 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::RECORD => {
             let a: RecordArgs = args(raw)?;
             let mut event = a.event;
-            // The session is the kernel's answer, whatever the event claims: record() fills it.
+            // The session is the kernel's answer and the time the daemon's, whatever the event
+            // claims: a back-dated event would end `since` queries early and hide what
+            // follows it.
             event.session = None;
             event.seq = None;
+            event.timestamp = std::time::SystemTime::now();
             engine.record(&verdict_session(daemon, peer), event);
             ok(&serde_json::json!({}))
         }
@@ -227,6 +231,8 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::EVENTS => {
             let a: EventsArgs = args(raw)?;
             let query = restrict(daemon, peer, a.query)?;
+            // Events recorded before this request are in the answer, not only those committed.
+            daemon.log.flush();
             ok(&daemon
                 .log
                 .query(&query)
@@ -237,6 +243,9 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             pins_list(daemon, peer, &a)
         }
         ops::PINS_DIFF => {
+            if peer.role == Role::Session {
+                return Err(forbidden("a session's processes may not read pins"));
+            }
             let a: PinsArgs = args(raw)?;
             let (Some(server), Some(tool)) = (a.server, a.tool) else {
                 return Err(ApiError::new(
@@ -313,14 +322,17 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
                 .approve(&a.server, a.tool.as_deref(), &peer.user)
                 .map_err(|e| internal(e.to_string()))?;
             if approved.is_empty() {
-                let what = a.tool.map_or_else(
-                    || format!("no tool of server '{}'", a.server),
-                    |t| format!("tool '{}:{t}'", a.server),
-                );
-                return Err(ApiError::new(
-                    ErrorCode::NotFound,
-                    format!("{what} is held back by a detection in a live session"),
-                ));
+                let message = match &a.tool {
+                    None => format!(
+                        "no tool of server '{}' is held back by a detection in a live session",
+                        a.server
+                    ),
+                    Some(t) => format!(
+                        "tool '{}:{t}' is not held back by a detection in a live session",
+                        a.server
+                    ),
+                };
+                return Err(ApiError::new(ErrorCode::NotFound, message));
             }
             ok(&Approved {
                 approved: approved
@@ -416,7 +428,7 @@ fn restrict(daemon: &Daemon, peer: &Peer, mut query: EventQuery) -> Result<Event
                     Role::Session => format!(
                         "a session's processes may only read their own session, not {other}"
                     ),
-                    _ => format!("session {other} belongs to another user"),
+                    _ => format!("session {other} is not one of yours"),
                 }));
             }
         }
@@ -473,6 +485,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             || daemon.engine.rules().policy.origin.clone(),
             |r| r.policy.origin.clone(),
         ),
+        policy_text: a.policy.as_ref().map(|source| source.text.clone()),
         started_at: now_secs(),
         ended_at: None,
     };
@@ -535,18 +548,13 @@ fn pins_list(daemon: &Daemon, peer: &Peer, a: &PinsArgs) -> Answer {
 }
 
 /// Records the end of a session and forgets its engine state.
-pub fn end_session(daemon: &Daemon, id: &str) {
-    if let Some(session) = daemon.engine.find_session(id) {
-        daemon.engine.record(
-            &session,
-            Event::new(
-                EventKind::SessionEnded,
-                "",
-                Action::Allow,
-                "session cgroup emptied",
-            ),
-        );
-    }
+pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
+    // Its engine state may be gone (ended while the daemon was down): the event still names it.
+    let session = daemon.engine.session(Some(id));
+    daemon.engine.record(
+        &session,
+        Event::new(EventKind::SessionEnded, "", Action::Allow, why),
+    );
     daemon.engine.close_session(id);
     if let Ok(Some(mut record)) = daemon.log.session(id) {
         record.ended_at = Some(now_secs());

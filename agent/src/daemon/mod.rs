@@ -42,15 +42,85 @@ pub struct Daemon {
     pub policy_path: PathBuf,
     /// Unmanaged sessions already recorded.
     pub unmanaged: Mutex<HashSet<String>>,
+    /// This run of the daemon, told at hello: a shim that sees it change knows the daemon
+    /// restarted and has forgotten what its servers listed.
+    pub instance: String,
 }
 
 impl Daemon {
+    pub fn new(
+        engine: Arc<Engine>,
+        log: Arc<EventLog>,
+        sessions: Sessions,
+        settings: Settings,
+        limitations: Vec<String>,
+        policy_path: PathBuf,
+    ) -> Self {
+        Self {
+            engine,
+            log,
+            sessions,
+            settings,
+            limitations,
+            policy_path,
+            unmanaged: Mutex::default(),
+            instance: crate::session::new_id(),
+        }
+    }
+
     /// Ends the sessions whose cgroup emptied (or whose launcher exited): records their end
     /// and forgets their engine state. Called periodically by the daemon.
     pub fn reap_sessions(&self) {
         for id in self.sessions.reap() {
-            handlers::end_session(self, &id);
+            handlers::end_session(self, &id, "session cgroup emptied");
         }
+    }
+
+    /// At start: a session recorded as live whose cgroup still holds processes is taken back,
+    /// under the policy it started with (its tools are learnt again from the shims); any
+    /// other is recorded as ended. Returns what to tell the operator.
+    pub fn resume_sessions(&self) -> Result<Vec<String>, crate::store::StoreError> {
+        let mut said = Vec::new();
+        for record in self.log.sessions()? {
+            if record.ended_at.is_some() || record.id.starts_with(peer::UNMANAGED_PREFIX) {
+                continue;
+            }
+            let id = &record.id;
+            let resumed = record
+                .cgroup
+                .as_deref()
+                .is_some_and(|cgroup| self.sessions.resume(id, cgroup));
+            if !resumed {
+                handlers::end_session(self, id, "session ended while agentshd was not running");
+                continue;
+            }
+            let rules = record.policy_text.as_deref().and_then(|text| {
+                let loaded = crate::config::load_str(text, &record.policy)
+                    .map_err(|e| e.to_string())
+                    .and_then(|policy| Rules::compile(policy).map_err(|e| e.to_string()));
+                match loaded {
+                    Ok(rules) => Some(rules),
+                    Err(err) => {
+                        said.push(format!(
+                            "session {id}: its policy {} does not load any more ({err}); the daemon's policy applies",
+                            record.policy
+                        ));
+                        None
+                    }
+                }
+            });
+            self.engine.open_session(Some(id), rules);
+            said.push(format!(
+                "resumed session {id}{} under {}",
+                record
+                    .name
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default(),
+                record.policy
+            ));
+        }
+        Ok(said)
     }
 
     /// Loads the default policy again. A policy that fails to load leaves the last good one
@@ -109,6 +179,7 @@ impl Daemon {
             command: Vec::new(),
             cgroup: None,
             policy: self.engine.rules().policy.origin.clone(),
+            policy_text: None,
             started_at: now_secs(),
             ended_at: None,
         };

@@ -73,8 +73,10 @@ impl Peer {
 }
 
 /// The implicit session of a user's shims that run outside `agentshctl run`.
+pub const UNMANAGED_PREFIX: &str = "unmanaged-";
+
 pub fn unmanaged_session(uid: u32) -> String {
-    format!("unmanaged-{uid}")
+    format!("{UNMANAGED_PREFIX}{uid}")
 }
 
 /// Supplementary groups from /proc/PID/status (`Groups:` line).

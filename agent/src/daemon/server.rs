@@ -172,16 +172,18 @@ fn send_notices(writer: &mut UnixStream, server: &str, releases: &mpsc::Receiver
     }
 }
 
-/// Whether the other end closed: a peek that would not block reads end of file.
+/// Whether the other end closed. A watching client has nothing more to say, so whatever it
+/// sends is read and dropped here; end of file behind it is the hang-up.
 fn peer_hung_up(stream: &UnixStream) -> bool {
+    use nix::errno::Errno;
     use nix::sys::socket::{MsgFlags, recv};
-    let mut byte = [0u8; 1];
-    matches!(
-        recv(
-            stream.as_raw_fd(),
-            &mut byte,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
-        ),
-        Ok(0)
-    )
+    let mut discard = [0u8; 4096];
+    loop {
+        match recv(stream.as_raw_fd(), &mut discard, MsgFlags::MSG_DONTWAIT) {
+            Ok(0) => return true,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => return false,
+            Err(_) => return true,
+        }
+    }
 }

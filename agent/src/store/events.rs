@@ -57,7 +57,12 @@ pub struct EventQuery {
     /// Events with a severity at or above this (events without one are left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_severity: Option<Severity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// RFC 3339 on the wire, like event timestamps.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::audit::optional_rfc3339"
+    )]
     pub since: Option<SystemTime>,
     /// The newest this many matches (still returned oldest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +104,10 @@ pub struct SessionRecord {
     pub cgroup: Option<String>,
     /// Where its policy came from.
     pub policy: String,
+    /// The text of a policy chosen for this session (`run --policy`), kept so that a restarted
+    /// daemon resumes the session under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_text: Option<String>,
     /// Seconds since the epoch.
     pub started_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +259,9 @@ impl EventLog {
             .open_table(EVENTS)
             .map_err(|e| shared.db_err("open events", e))?;
         let limit = query.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let stop_before = query.since.and_then(|t| t.checked_sub(CLOCK_SLACK));
         let mut out = Vec::new();
         let mut consider = |bytes: &[u8], seq: u64| -> Result<bool, StoreError> {
@@ -689,6 +701,7 @@ mod tests {
                 command: vec!["claude".into()],
                 cgroup: None,
                 policy: "default".into(),
+                policy_text: None,
                 started_at,
                 ended_at: None,
             })
