@@ -59,11 +59,15 @@ pub enum Tracking {
     Process,
 }
 
-#[derive(Debug, Clone)]
-enum Root {
+/// Where a session's processes are: what a daemon keeps to recognise them, and to take the
+/// session back after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
     /// The session's cgroup path (`/agentsh/<id>`).
     Cgroup(String),
-    /// The launcher: pid and start time (so a reused pid is not mistaken for it).
+    /// The launcher and its descendants: pid and start time (so a reused pid is not mistaken
+    /// for it).
     Process { pid: u32, start_time: u64 },
 }
 
@@ -71,7 +75,7 @@ enum Root {
 pub struct Sessions {
     tracking: Tracking,
     limitations: Vec<String>,
-    live: Mutex<HashMap<String, Root>>,
+    live: Mutex<HashMap<String, Placement>>,
 }
 
 impl Sessions {
@@ -104,19 +108,18 @@ impl Sessions {
     }
 
     /// Starts session `id`: `pid` (the launcher's child, waiting to exec) is placed in it.
-    /// `launcher` is the requesting process; `owner` the agent's uid. Returns the cgroup
-    /// path, when cgroups are used.
+    /// `launcher` is the requesting process; `owner` the agent's uid.
     pub fn create(
         &self,
         id: &str,
         pid: u32,
         launcher: u32,
         owner: u32,
-    ) -> Result<Option<String>, SessionError> {
+    ) -> Result<Placement, SessionError> {
         if parent_of(pid)? != launcher {
             return Err(SessionError::NotYourChild { pid });
         }
-        let (root, cgroup) = match &self.tracking {
+        let placement = match &self.tracking {
             Tracking::Cgroup { mount, parent } => {
                 let rel = format!("{}/{id}", parent.trim_end_matches('/'));
                 let dir = mount.join(rel.trim_start_matches('/'));
@@ -130,34 +133,39 @@ impl Sessions {
                         expected: rel,
                     });
                 }
-                (Root::Cgroup(rel.clone()), Some(rel))
+                Placement::Cgroup(rel)
             }
-            Tracking::Process => (
-                Root::Process {
-                    pid: launcher,
-                    start_time: start_time(launcher)?,
-                },
-                None,
-            ),
+            Tracking::Process => Placement::Process {
+                pid: launcher,
+                start_time: start_time(launcher)?,
+            },
         };
-        lock(&self.live).insert(id.to_owned(), root);
-        Ok(cgroup)
+        lock(&self.live).insert(id.to_owned(), placement.clone());
+        Ok(placement)
     }
 
-    /// After a restart of the daemon: takes session `id` back when its cgroup (under this
-    /// daemon's parent) still holds processes. Returns whether it did.
-    pub fn resume(&self, id: &str, cgroup: &str) -> bool {
-        let Tracking::Cgroup { mount, parent } = &self.tracking else {
-            return false;
+    /// After a restart of the daemon: takes session `id` back when its processes are still
+    /// there (its cgroup under this daemon's parent holds some, or its launcher runs).
+    /// Returns whether it did.
+    pub fn resume(&self, id: &str, placement: &Placement) -> bool {
+        let alive = match (placement, &self.tracking) {
+            (Placement::Cgroup(cgroup), Tracking::Cgroup { mount, parent }) => {
+                let ours = cgroup
+                    .strip_prefix(parent.trim_end_matches('/'))
+                    .is_some_and(|rest| rest == format!("/{id}"));
+                ours && populated(&mount.join(cgroup.trim_start_matches('/')))
+            }
+            (Placement::Process { pid, start_time: t }, Tracking::Process) => {
+                start_time(*pid).is_ok_and(|now| now == *t)
+            }
+            // Tracked the other way in the last run: nothing to recognise them by now.
+            (Placement::Cgroup(_), Tracking::Process)
+            | (Placement::Process { .. }, Tracking::Cgroup { .. }) => false,
         };
-        let ours = cgroup
-            .strip_prefix(parent.trim_end_matches('/'))
-            .is_some_and(|rest| rest == format!("/{id}"));
-        if !ours || !populated(&mount.join(cgroup.trim_start_matches('/'))) {
-            return false;
+        if alive {
+            lock(&self.live).insert(id.to_owned(), placement.clone());
         }
-        lock(&self.live).insert(id.to_owned(), Root::Cgroup(cgroup.to_owned()));
-        true
+        alive
     }
 
     /// The session `pid` belongs to, from the kernel's view of it. With cgroups, any process
@@ -167,14 +175,15 @@ impl Sessions {
         match &self.tracking {
             Tracking::Cgroup { parent, .. } => {
                 let path = cgroup_of(pid).ok()?;
-                let below = path
-                    .strip_prefix(parent.trim_end_matches('/'))?
-                    .strip_prefix('/')?;
-                below
-                    .split('/')
-                    .next()
-                    .filter(|id| !id.is_empty())
-                    .map(str::to_owned)
+                let parent = parent.trim_end_matches('/');
+                let below = path.strip_prefix(parent)?.strip_prefix('/')?;
+                let id = below.split('/').next().filter(|id| !id.is_empty())?;
+                // One this run did not start or resume is tracked from now on, so that it
+                // ends (and its engine state goes) when it empties.
+                lock(&self.live)
+                    .entry(id.to_owned())
+                    .or_insert_with(|| Placement::Cgroup(format!("{parent}/{id}")));
+                Some(id.to_owned())
             }
             Tracking::Process => self.session_by_ancestry(pid),
         }
@@ -191,7 +200,9 @@ impl Sessions {
         for _ in 0..256 {
             let start = start_time(current).ok()?;
             let found = live.iter().find_map(|(id, root)| match root {
-                Root::Process { pid, start_time } if *pid == current && *start_time == start => {
+                Placement::Process { pid, start_time }
+                    if *pid == current && *start_time == start =>
+                {
                     Some(id.clone())
                 }
                 _ => None,
@@ -218,18 +229,18 @@ impl Sessions {
         let ended: Vec<String> = live
             .iter()
             .filter(|(_, root)| match (root, &self.tracking) {
-                (Root::Cgroup(rel), Tracking::Cgroup { mount, .. }) => {
+                (Placement::Cgroup(rel), Tracking::Cgroup { mount, .. }) => {
                     !populated(&mount.join(rel.trim_start_matches('/')))
                 }
-                (Root::Process { pid, start_time: t }, _) => {
+                (Placement::Process { pid, start_time: t }, _) => {
                     start_time(*pid).map_or(true, |now| now != *t)
                 }
-                (Root::Cgroup(_), Tracking::Process) => true,
+                (Placement::Cgroup(_), Tracking::Process) => true,
             })
             .map(|(id, _)| id.clone())
             .collect();
         for id in &ended {
-            if let (Some(Root::Cgroup(rel)), Tracking::Cgroup { mount, .. }) =
+            if let (Some(Placement::Cgroup(rel)), Tracking::Cgroup { mount, .. }) =
                 (live.remove(id), &self.tracking)
             {
                 remove_tree(&mount.join(rel.trim_start_matches('/')));
@@ -435,6 +446,36 @@ mod tests {
             sessions.create("s2", 1, me, 0),
             Err(SessionError::NotYourChild { .. })
         ));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_process_tracked_session_is_resumed_while_its_launcher_runs() {
+        let tracker = || Sessions {
+            tracking: Tracking::Process,
+            limitations: Vec::new(),
+            live: Mutex::default(),
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let placement = tracker().create("s1", child.id(), me, 0).unwrap();
+        // A new daemon run: nothing is known until the session is resumed.
+        let restarted = tracker();
+        assert_eq!(restarted.session_of(child.id()), None);
+        assert!(restarted.resume("s1", &placement));
+        assert_eq!(restarted.session_of(child.id()).as_deref(), Some("s1"));
+        // A launcher that is gone (or a pid reused since) is not taken back.
+        let gone = Placement::Process {
+            pid: me,
+            start_time: start_time(me).unwrap() + 1,
+        };
+        assert!(!tracker().resume("s2", &gone));
+        // Nor a cgroup placement under process tracking.
+        assert!(!tracker().resume("s3", &Placement::Cgroup("/agentsh/s3".into())));
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -397,14 +397,22 @@ fn approve_releases_a_held_tool_in_the_live_session() {
 /// Polls the trail until a call of `server:tool` was refused (bounded): the agent has seen
 /// the hold, and the test may act on it.
 fn wait_for_refusal(daemon: &Daemon, server: &str, tool: &str) -> bool {
+    wait_for_refusals(daemon, server, tool, 1)
+}
+
+/// Polls the trail until `n` calls of `server:tool` were refused (bounded).
+fn wait_for_refusals(daemon: &Daemon, server: &str, tool: &str, n: usize) -> bool {
     for _ in 0..600 {
         let out = daemon.ctl(&["mcp", "calls", "--server", server, "--tool", tool, "--json"]);
-        if out.status.success()
-            && out.stdout.lines().any(|l| {
+        let refused = out
+            .stdout
+            .lines()
+            .filter(|l| {
                 serde_json::from_str::<Value>(l)
                     .is_ok_and(|e| e["tool"] == tool && e["action"] == "block")
             })
-        {
+            .count();
+        if out.status.success() && refused >= n {
             return true;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -430,11 +438,13 @@ fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
     )
     .unwrap();
     let restarted = dir.path().join("restarted");
+    let approved = dir.path().join("approved");
     let add = r#"{"op":"call","name":"add","arguments":{"a":2,"b":3}}"#;
     let multiply = r#"{"op":"call","name":"multiply","arguments":{"a":2,"b":3}}"#;
     let steps_json = format!(
-        r#"[{{"op":"list"}},{add},{{"op":"wait","path":"{}"}},{add},{multiply}]"#,
-        restarted.display()
+        r#"[{{"op":"list"}},{add},{{"op":"wait","path":"{}"}},{add},{multiply},{{"op":"wait","path":"{}"}},{{"op":"wait_list_changed"}},{add}]"#,
+        restarted.display(),
+        approved.display()
     );
     let ctl = bin("agentshctl");
     let socket = daemon.socket.clone();
@@ -468,11 +478,16 @@ fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
     );
     daemon.restart_after_kill9();
     std::fs::write(&restarted, "").unwrap();
+    // An approval in the new run reaches the running agent too (the shim watches again).
+    assert!(wait_for_refusals(&daemon, "poisoned", "add", 2));
+    let approve = daemon.ctl(&["mcp", "approve", "poisoned:add"]);
+    assert!(approve.status.success(), "{}", approve.stderr);
+    std::fs::write(&approved, "").unwrap();
     let out = agent.join().unwrap();
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
 
     let steps = steps(&out.stdout);
-    assert_eq!(steps.len(), 5, "{}", out.stdout);
+    assert_eq!(steps.len(), 8, "{}", out.stdout);
     assert!(
         error_message(&steps[1]).contains("detection"),
         "{}",
@@ -483,6 +498,8 @@ fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
     let message = error_message(&steps[3]);
     assert!(message.contains("detection"), "{message}");
     assert_eq!(steps[4]["ok"], true, "{}", steps[4]);
+    assert_eq!(steps[6]["ok"], true, "told to list again: {}", steps[6]);
+    assert_eq!(steps[7]["ok"], true, "approved: {}", steps[7]);
     assert!(out.stdout.contains("approve-exit=2"), "{}", out.stdout);
     assert!(
         out.stderr.contains("needs an administrator"),
@@ -505,5 +522,5 @@ fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
         .iter()
         .map(|e| e["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["block", "block", "allow"], "{calls:#?}");
+    assert_eq!(actions, ["block", "block", "allow", "allow"], "{calls:#?}");
 }

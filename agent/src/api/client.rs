@@ -29,6 +29,9 @@ pub const SYSTEM_SOCKET: &str = "/run/agentsh/agentsh.sock";
 /// How long a request may wait for its answer; past it the caller fails closed.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(30);
 
+/// How soon a watch closed by the daemon is tried again.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+
 /// The default socket: the system one for root, else the user's runtime dir when there is one
 /// and no system daemon listens (an unprivileged development daemon puts its socket there).
 pub fn default_socket_path() -> PathBuf {
@@ -291,16 +294,30 @@ impl RemoteDecider {
                 lock(&self.pool).push(client);
                 Err(Refused(DecideError(format!("agentshd refused: {err}"))))
             }
-            Err(err) => Err(Broken(DecideError(err.to_string()))),
+            Err(ClientError::Io { source, .. }) if daemon_went_away(&source) => {
+                Err(Broken(DecideError(format!("agentshd went away: {source}"))))
+            }
+            // A timeout or a garbled answer: the daemon may have acted on the request, so it
+            // is not sent again.
+            Err(err) => Err(Refused(DecideError(err.to_string()))),
         }
     }
 }
 
+/// Whether the connection ended under the request: the daemon stopped (or restarted).
+fn daemon_went_away(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(
+        err.kind(),
+        BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof
+    )
+}
+
 /// Why a request on a connection failed.
 enum CallError {
-    /// The daemon answered with an error.
+    /// The daemon answered with an error, or may have acted on the request.
     Refused(DecideError),
-    /// The connection broke; the daemon may not have seen the request.
+    /// The connection ended: the daemon went away, most likely before it saw the request.
     Broken(DecideError),
 }
 use CallError::{Broken, Refused};
@@ -397,22 +414,43 @@ impl Decider for RemoteDecider {
         }
     }
 
-    /// On a connection of its own, read by a thread of its own.
+    /// On a connection of its own, read by a thread of its own, opened again when the daemon
+    /// restarts, for as long as the receiver is kept. After such a gap an empty name stands
+    /// for whatever may have been let through meanwhile.
     fn watch_releases(&self, server: &str) -> Result<mpsc::Receiver<String>, DecideError> {
-        let notices = Client::connect(&self.path)
-            .and_then(|client| client.watch_releases(server))
+        let path = self.path.clone();
+        let server = server.to_owned();
+        let mut notices = Client::connect(&path)
+            .and_then(|client| client.watch_releases(&server))
             .map_err(|e| DecideError(e.to_string()))?;
         let (released, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name("release-notices".into())
             .spawn(move || {
-                for notice in notices {
-                    match notice.notice {
-                        NoticeKind::ToolReleased => {
-                            if released.send(notice.tool).is_err() {
-                                return;
+                loop {
+                    for notice in notices.by_ref() {
+                        match notice.notice {
+                            NoticeKind::ToolReleased => {
+                                if released.send(notice.tool).is_err() {
+                                    return;
+                                }
                             }
                         }
+                    }
+                    // The daemon closed the watch (restart, or the session ended): watch again
+                    // once it answers.
+                    notices = loop {
+                        std::thread::sleep(WATCH_RETRY);
+                        if let Ok(again) =
+                            Client::connect(&path).and_then(|c| c.watch_releases(&server))
+                        {
+                            break again;
+                        }
+                    };
+                    // A release while no watch was open went unheard: count one, so the
+                    // client lists again rather than miss it.
+                    if released.send(String::new()).is_err() {
+                        return;
                     }
                 }
             })

@@ -145,6 +145,7 @@ pub struct Hello {
     pub protocol: u32,
     pub daemon: String,
     /// Changes each time the daemon starts.
+    #[serde(default)]
     pub instance: String,
     pub role: Role,
     /// The session the peer's verdicts are for (from its cgroup).

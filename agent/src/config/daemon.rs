@@ -262,6 +262,11 @@ fn cgroup_parent(r: &mut Report, node: &Node, key: &str) -> Option<CgroupParent>
         )
     } else if path.components().any(|c| c == Component::ParentDir) {
         format!("`{key}` must not contain `..`: sessions stay under the cgroup it names")
+    } else if tidy(path) == Path::new("/") {
+        format!(
+            "`{key}` must not be the root cgroup: every process below it would count as an \
+             agent session; name a cgroup of its own, such as /agentsh"
+        )
     } else if text.contains('\0') {
         format!("`{key}` must not contain a NUL character")
     } else if let Ok(inner) = path.strip_prefix(CGROUP2_MOUNT) {

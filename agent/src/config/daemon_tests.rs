@@ -334,3 +334,18 @@ fn shipped_configs_load_cleanly() {
     assert!(dev.policy.is_file(), "{}", dev.policy.display());
     assert_eq!((dev.socket, dev.admin_group), (None, None));
 }
+
+#[test]
+fn the_root_cgroup_is_no_session_parent() {
+    for root in ["/", "//", "/."] {
+        let src = format!("state_dir: s\npolicy: p.yaml\nsessions:\n  cgroup_parent: \"{root}\"\n");
+        let found = errors(&src);
+        assert_eq!(found.len(), 1, "{root}: {found:?}");
+        assert!(
+            found[0].starts_with(
+                "d.yaml:4:18: error: `sessions.cgroup_parent` must not be the root cgroup"
+            ),
+            "{found:?}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use crate::api::protocol::{
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
+use crate::session::Placement;
 use crate::store::{EventQuery, SessionRecord, now_secs};
 
 type Answer = Result<Vec<u8>, ApiError>;
@@ -216,7 +217,7 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             let listed: Vec<serde_json::Value> = sessions
                 .iter()
                 .map(|s| {
-                    let mut v = serde_json::to_value(s).unwrap_or_default();
+                    let mut v = serde_json::to_value(s.without_policy_text()).unwrap_or_default();
                     v["live"] = daemon.sessions.is_live(&s.id).into();
                     v
                 })
@@ -466,10 +467,14 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         }
     };
     let id = crate::session::new_id();
-    let cgroup = daemon
+    let placement = daemon
         .sessions
         .create(&id, a.pid, peer.pid, a.uid)
         .map_err(|e| ApiError::new(ErrorCode::Invalid, e.to_string()))?;
+    let cgroup = match &placement {
+        Placement::Cgroup(path) => Some(path.clone()),
+        Placement::Process { .. } => None,
+    };
     let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(a.uid))
         .ok()
         .flatten()
@@ -481,6 +486,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         owner,
         command: a.command,
         cgroup,
+        placement: Some(placement),
         policy: rules.as_ref().map_or_else(
             || daemon.engine.rules().policy.origin.clone(),
             |r| r.policy.origin.clone(),
@@ -510,7 +516,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         })),
     );
     ok(&SessionCreated {
-        session: record,
+        session: record.without_policy_text(),
         launcher: daemon.settings.launcher.clone(),
     })
 }

@@ -17,7 +17,7 @@ pub use server::{Listener, serve};
 use crate::api::protocol::{LauncherSettings, Reloaded};
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::{Engine, Rules};
-use crate::session::Sessions;
+use crate::session::{Placement, Sessions};
 use crate::store::{EventLog, SessionRecord, now_secs};
 
 /// Who administers, and what sessions may choose.
@@ -72,7 +72,7 @@ impl Daemon {
     /// and forgets their engine state. Called periodically by the daemon.
     pub fn reap_sessions(&self) {
         for id in self.sessions.reap() {
-            handlers::end_session(self, &id, "session cgroup emptied");
+            handlers::end_session(self, &id, "every process of the session exited");
         }
     }
 
@@ -86,10 +86,12 @@ impl Daemon {
                 continue;
             }
             let id = &record.id;
-            let resumed = record
-                .cgroup
-                .as_deref()
-                .is_some_and(|cgroup| self.sessions.resume(id, cgroup));
+            // Records from before placements were kept name the cgroup only.
+            let placement = record
+                .placement
+                .clone()
+                .or_else(|| record.cgroup.clone().map(Placement::Cgroup));
+            let resumed = placement.is_some_and(|p| self.sessions.resume(id, &p));
             if !resumed {
                 handlers::end_session(self, id, "session ended while agentshd was not running");
                 continue;
@@ -178,6 +180,7 @@ impl Daemon {
             owner: peer.user.clone(),
             command: Vec::new(),
             cgroup: None,
+            placement: None,
             policy: self.engine.rules().policy.origin.clone(),
             policy_text: None,
             started_at: now_secs(),

@@ -33,6 +33,8 @@ struct ToolFacts {
 }
 
 fn session_events(daemon: &Daemon, id: &str) -> Result<Vec<Event>, StoreError> {
+    // Everything recorded so far counts, committed or not.
+    daemon.log.flush();
     daemon.log.query(&EventQuery {
         sessions: Some(vec![id.to_owned()]),
         ..Default::default()
@@ -164,7 +166,7 @@ pub fn build(daemon: &Daemon, record: &SessionRecord) -> Result<SessionReport, S
         })
         .collect();
     Ok(SessionReport {
-        session: record.clone(),
+        session: record.without_policy_text(),
         live: daemon.sessions.is_live(&record.id),
         servers,
         calls,

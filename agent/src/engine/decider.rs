@@ -41,6 +41,7 @@ pub trait Decider: Send + Sync {
     fn record(&self, event: Event);
     /// The names of `server`'s tools let through from now on after being held back (approve,
     /// pins trust), as it happens: the interception point tells its client to list again.
+    /// An empty name: something may have been let through while the watch was interrupted.
     fn watch_releases(&self, server: &str) -> Result<mpsc::Receiver<String>, DecideError>;
 }
 

@@ -102,6 +102,10 @@ pub struct SessionRecord {
     /// ancestry (unprivileged daemon).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
+    /// How its processes are recognised (cgroup, or launcher process): a restarted daemon
+    /// takes the session back by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::session::Placement>,
     /// Where its policy came from.
     pub policy: String,
     /// The text of a policy chosen for this session (`run --policy`), kept so that a restarted
@@ -112,6 +116,17 @@ pub struct SessionRecord {
     pub started_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,
+}
+
+impl SessionRecord {
+    /// The record as clients see it: the policy's origin, not its text (which can be
+    /// megabytes, and is the daemon's to keep).
+    pub fn without_policy_text(&self) -> Self {
+        Self {
+            policy_text: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// The daemon's event store. Also an [`EventSink`].
@@ -700,6 +715,7 @@ mod tests {
                 owner: "dev".into(),
                 command: vec!["claude".into()],
                 cgroup: None,
+                placement: None,
                 policy: "default".into(),
                 policy_text: None,
                 started_at,
