@@ -423,13 +423,18 @@ mod tests {
         assert!(cgroup_of(me).unwrap().starts_with('/'));
     }
 
-    #[test]
-    fn process_tracking_follows_ancestry_and_ends_with_the_launcher() {
-        let sessions = Sessions {
+    /// A daemon run that tracks sessions by process ancestry.
+    fn by_ancestry() -> Sessions {
+        Sessions {
             tracking: Tracking::Process,
             limitations: Vec::new(),
             live: Mutex::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn process_tracking_follows_ancestry_and_ends_with_the_launcher() {
+        let sessions = by_ancestry();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -452,11 +457,7 @@ mod tests {
 
     #[test]
     fn a_process_tracked_session_is_resumed_while_its_launcher_runs() {
-        let tracker = || Sessions {
-            tracking: Tracking::Process,
-            limitations: Vec::new(),
-            live: Mutex::default(),
-        };
+        let tracker = by_ancestry;
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
