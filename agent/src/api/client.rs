@@ -179,8 +179,8 @@ impl Client {
     }
 }
 
-/// The notices of a watching connection, until the daemon closes it (the session ended) or a
-/// line is not a notice.
+/// The notices of a watching connection, until the daemon closes it (the session ended, or
+/// the daemon stopped).
 pub struct Notices {
     client: Client,
 }
@@ -190,15 +190,20 @@ impl Iterator for Notices {
 
     fn next(&mut self) -> Option<Notice> {
         let client = &mut self.client;
-        client.line.clear();
-        let read = Read::by_ref(&mut client.reader)
-            .take(protocol::MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut client.line)
-            .ok()?;
-        if read == 0 {
-            return None;
+        loop {
+            client.line.clear();
+            let read = Read::by_ref(&mut client.reader)
+                .take(protocol::MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut client.line)
+                .ok()?;
+            if read == 0 {
+                return None;
+            }
+            // A line this client does not know (a newer daemon's notice kind) is skipped.
+            if let Ok(notice) = serde_json::from_slice(&client.line) {
+                return Some(notice);
+            }
         }
-        serde_json::from_slice(&client.line).ok()
     }
 }
 
