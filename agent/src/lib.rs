@@ -13,6 +13,7 @@ pub mod guard;
 pub mod inspect;
 pub mod kernel;
 pub mod launch;
+pub mod llm;
 pub mod mcp;
 pub mod policy;
 pub mod process;

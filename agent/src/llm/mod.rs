@@ -1,0 +1,166 @@
+//! LLM API dialects: find the tool calls in a provider's response, ask for a verdict on each,
+//! and rewrite the response so a blocked call never reaches the agent, buffered or streamed.
+//!
+//! No I/O: bytes and a [`Judge`] go in, bytes to forward come out. The proxy (in agentshd)
+//! routes a request to its [`Dialect`] and supplies the judge, which maps a host's tool name
+//! to (server, tool) and asks the engine.
+//!
+//! What every dialect guarantees:
+//! - a response with no blocked call passes byte for byte;
+//! - a blocked call becomes a text block `[agentsh] Tool '<name>' blocked by policy: <reason>`
+//!   in the dialect's own shape; when every call of a turn is blocked the turn ends as a plain
+//!   answer (stop reason `end_turn`, finish reason `stop`, no function_call items);
+//! - fields agentsh does not know survive a rewrite;
+//! - a call that cannot be read (malformed or truncated arguments, a stream past its memory
+//!   bound) is judged as unreadable, and the judge blocks it: fail closed.
+
+pub mod sse;
+
+use serde_json::{Map, Value};
+
+/// A provider API agentsh understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// Anthropic Messages, `POST /v1/messages`.
+    AnthropicMessages,
+    /// OpenAI Chat Completions, `POST /v1/chat/completions`.
+    OpenAiChat,
+    /// OpenAI Responses, `POST /v1/responses`.
+    OpenAiResponses,
+}
+
+impl Dialect {
+    /// The dialect of a request path (query string allowed), if it is one that returns tool
+    /// calls.
+    pub fn of_path(path: &str) -> Option<Self> {
+        let path = path.split(['?', '#']).next().unwrap_or_default();
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/v1/messages") {
+            Some(Self::AnthropicMessages)
+        } else if path.ends_with("/v1/chat/completions") {
+            Some(Self::OpenAiChat)
+        } else if path.ends_with("/v1/responses") {
+            Some(Self::OpenAiResponses)
+        } else {
+            None
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AnthropicMessages => "anthropic_messages",
+            Self::OpenAiChat => "openai_chat",
+            Self::OpenAiResponses => "openai_responses",
+        }
+    }
+}
+
+/// One tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id for the call (`toolu_...`, `call_...`).
+    pub id: String,
+    /// The tool's name as the host showed it to the model (`mcp__github__create_issue`).
+    pub name: String,
+    /// The arguments, or why they could not be read.
+    pub arguments: Arguments,
+}
+
+/// A call's arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arguments {
+    Object(Map<String, Value>),
+    /// Not a JSON object (malformed, truncated, too large, another JSON type): the judge is
+    /// told why, and must not let such a call through.
+    Unreadable(String),
+}
+
+/// The verdict on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    Allow,
+    Block { reason: String },
+}
+
+/// Decides tool calls; the proxy's implementation asks the engine (and records the event).
+pub trait Judge {
+    fn judge(&mut self, call: &ToolCall) -> Judgement;
+}
+
+impl<F: FnMut(&ToolCall) -> Judgement> Judge for F {
+    fn judge(&mut self, call: &ToolCall) -> Judgement {
+        self(call)
+    }
+}
+
+/// What the agent reads in place of a blocked call.
+pub fn blocked_text(name: &str, reason: &str) -> String {
+    format!("[agentsh] Tool '{name}' blocked by policy: {reason}")
+}
+
+/// Reads a call's arguments from their JSON text (as streamed or as a string field).
+pub fn arguments_from_text(text: &str) -> Arguments {
+    // An empty argument string is how some providers send "no arguments".
+    if text.trim().is_empty() {
+        return Arguments::Object(Map::new());
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Arguments::Object(map),
+        Ok(other) => Arguments::Unreadable(format!(
+            "the arguments are a JSON {}, not an object",
+            json_type(&other)
+        )),
+        Err(err) => Arguments::Unreadable(format!("the arguments are not valid JSON: {err}")),
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_by_path() {
+        assert_eq!(
+            Dialect::of_path("/v1/messages?beta=true"),
+            Some(Dialect::AnthropicMessages)
+        );
+        assert_eq!(
+            Dialect::of_path("/openai/v1/chat/completions"),
+            Some(Dialect::OpenAiChat)
+        );
+        assert_eq!(
+            Dialect::of_path("/v1/responses/"),
+            Some(Dialect::OpenAiResponses)
+        );
+        assert_eq!(Dialect::of_path("/v1/models"), None);
+        assert_eq!(Dialect::of_path("/v1/messages/count_tokens"), None);
+    }
+
+    #[test]
+    fn arguments() {
+        assert!(matches!(
+            arguments_from_text(r#"{"path":"/x"}"#),
+            Arguments::Object(m) if m["path"] == "/x"
+        ));
+        assert_eq!(arguments_from_text(""), Arguments::Object(Map::new()));
+        assert!(matches!(
+            arguments_from_text("[1]"),
+            Arguments::Unreadable(why) if why.contains("array")
+        ));
+        assert!(matches!(
+            arguments_from_text(r#"{"path":"#),
+            Arguments::Unreadable(why) if why.contains("not valid JSON")
+        ));
+    }
+}

@@ -1,0 +1,331 @@
+//! An incremental Server-Sent Events reader, for streams that must stay streams.
+//!
+//! Bytes go in as they arrive, split anywhere (inside a line ending, inside a UTF-8 sequence);
+//! complete events come out with their exact bytes, so an event that is let through is
+//! forwarded unchanged. Lines end with CRLF, LF or CR (a CR at the end of a chunk waits for the
+//! next byte, which may be its LF). Comment lines (`:`) belong to the event they precede.
+//! An event larger than the bound is an error, never a partial pass-through.
+
+/// One event: what it says, and the bytes it came as (its blank line included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The `event:` field, if any.
+    pub name: Option<String>,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+    /// The exact bytes of the event as received.
+    pub raw: Vec<u8>,
+}
+
+impl Event {
+    /// Whether the event has no fields at all (only comments): a keep-alive.
+    pub fn is_comment_only(&self) -> bool {
+        self.name.is_none() && self.data.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    #[error("an SSE event grew past {limit} bytes without ending")]
+    TooLarge { limit: usize },
+    #[error("an SSE event is not UTF-8")]
+    NotUtf8,
+    #[error("the stream ended inside an SSE event ({pending} bytes)")]
+    Truncated { pending: usize },
+}
+
+/// The reader. Memory is the event in progress, at most `max_event_bytes`.
+#[derive(Debug)]
+pub struct Reader {
+    /// Bytes of the event in progress.
+    pending: Vec<u8>,
+    /// Where the next line of `pending` starts.
+    line_start: usize,
+    /// How far `pending` has been scanned for line ends.
+    scanned: usize,
+    max_event_bytes: usize,
+}
+
+impl Reader {
+    pub fn new(max_event_bytes: usize) -> Self {
+        Self {
+            pending: Vec::new(),
+            line_start: 0,
+            scanned: 0,
+            max_event_bytes,
+        }
+    }
+
+    /// Adds bytes; complete events are appended to `out`, in order. After an error the reader
+    /// is spent: the stream cannot be followed any further.
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<Event>) -> Result<(), SseError> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            // Take no more than the bound allows, so one huge chunk cannot grow us past it.
+            let room = (self.max_event_bytes + 1).saturating_sub(self.pending.len());
+            let take = rest.len().min(room.max(1));
+            self.pending.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            self.scan(out)?;
+            if self.pending.len() > self.max_event_bytes {
+                return Err(SseError::TooLarge {
+                    limit: self.max_event_bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of the stream. A final event without its blank line is complete when it ended
+    /// on a line end (servers often close right after the last `data:` line); anything else
+    /// is a truncated event.
+    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), SseError> {
+        // A CR left waiting for an LF is a line end after all.
+        if self.pending.last() == Some(&b'\r') && self.scanned < self.pending.len() {
+            self.scanned = self.pending.len();
+            self.line_start = self.pending.len();
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.line_start < self.pending.len() {
+            return Err(SseError::Truncated {
+                pending: self.pending.len(),
+            });
+        }
+        let raw = std::mem::take(&mut self.pending);
+        self.line_start = 0;
+        self.scanned = 0;
+        out.push(parse(raw)?);
+        Ok(())
+    }
+
+    /// Bytes held for the event in progress.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn scan(&mut self, out: &mut Vec<Event>) -> Result<(), SseError> {
+        let mut i = self.scanned;
+        while i < self.pending.len() {
+            let end = match self.pending[i] {
+                b'\n' => i + 1,
+                b'\r' => match self.pending.get(i + 1) {
+                    Some(b'\n') => i + 2,
+                    Some(_) => i + 1,
+                    // Maybe the CR of a CRLF split across chunks: wait for the next byte.
+                    None => break,
+                },
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let blank = i == self.line_start;
+            self.line_start = end;
+            i = end;
+            if blank {
+                let raw: Vec<u8> = self.pending.drain(..end).collect();
+                out.push(parse(raw)?);
+                self.line_start = 0;
+                i = 0;
+            }
+        }
+        self.scanned = i;
+        Ok(())
+    }
+}
+
+/// The fields of one complete event's bytes.
+fn parse(raw: Vec<u8>) -> Result<Event, SseError> {
+    let text = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
+    let mut name = None;
+    let mut data: Option<String> = None;
+    for line in lines(text) {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => name = Some(value.to_owned()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            },
+            // id and retry matter to the client, which gets them in `raw`; unknown fields are
+            // ignored, as the specification says.
+            _ => {}
+        }
+    }
+    Ok(Event {
+        name,
+        data: data.unwrap_or_default(),
+        raw,
+    })
+}
+
+/// Lines ending in CRLF, LF or CR.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.find(['\r', '\n']).unwrap_or(rest.len());
+        let line = &rest[..end];
+        let bytes = rest.as_bytes();
+        let skip = match (bytes.get(end), bytes.get(end + 1)) {
+            (Some(b'\r'), Some(b'\n')) => 2,
+            (Some(_), _) => 1,
+            (None, _) => 0,
+        };
+        rest = &rest[end + skip..];
+        Some(line)
+    })
+}
+
+/// One event in the wire form: `event: NAME` (when given), then `data:` lines, then a blank
+/// line. Newlines in `data` become separate `data:` lines.
+pub fn encode(name: Option<&str>, data: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 32);
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STREAM: &[u8] = b": keep-alive\r\n\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\nevent: ping\ndata: {}\n\ndata: line one\rdata: line two\r\rid: 7\nretry: 10\ndata:x\n\n";
+
+    fn all_at_once(bytes: &[u8]) -> Vec<Event> {
+        let mut reader = Reader::new(1 << 20);
+        let mut out = Vec::new();
+        reader.push(bytes, &mut out).unwrap();
+        reader.finish(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn events_fields_and_raw_bytes() {
+        let events = all_at_once(STREAM);
+        let summary: Vec<(Option<&str>, &str)> = events
+            .iter()
+            .map(|e| (e.name.as_deref(), e.data.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (None, ""),
+                (Some("message_start"), "{\"a\":1}"),
+                (Some("ping"), "{}"),
+                (None, "line one\nline two"),
+                (None, "x"),
+            ]
+        );
+        assert!(events[0].is_comment_only());
+        // The bytes of every event, in order, are the stream.
+        let joined: Vec<u8> = events.iter().flat_map(|e| e.raw.clone()).collect();
+        assert_eq!(joined, STREAM);
+    }
+
+    #[test]
+    fn every_split_position_gives_the_same_events() {
+        let whole = all_at_once(STREAM);
+        for a in 0..=STREAM.len() {
+            for b in a..=STREAM.len() {
+                let mut reader = Reader::new(1 << 20);
+                let mut out = Vec::new();
+                for part in [&STREAM[..a], &STREAM[a..b], &STREAM[b..]] {
+                    reader.push(part, &mut out).unwrap();
+                }
+                reader.finish(&mut out).unwrap();
+                assert_eq!(out, whole, "split at {a}, {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn byte_at_a_time_through_a_utf8_sequence() {
+        let stream = "data: {\"text\":\"héllo ✓\"}\n\n".as_bytes();
+        let mut reader = Reader::new(1 << 20);
+        let mut out = Vec::new();
+        for byte in stream {
+            reader.push(std::slice::from_ref(byte), &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data, "{\"text\":\"héllo ✓\"}");
+    }
+
+    #[test]
+    fn the_end_of_the_stream() {
+        // The last event may end without its blank line, but not inside a line.
+        assert_eq!(all_at_once(b"data: done\n")[0].data, "done");
+        assert_eq!(all_at_once(b"data: done\r")[0].data, "done");
+        let mut reader = Reader::new(1 << 20);
+        let mut out = Vec::new();
+        reader.push(b"data: {\"partial\":", &mut out).unwrap();
+        assert_eq!(
+            reader.finish(&mut out),
+            Err(SseError::Truncated { pending: 17 })
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_event_past_the_bound_is_an_error_not_a_pass() {
+        let mut reader = Reader::new(64);
+        let mut out = Vec::new();
+        let huge = vec![b'x'; 1000];
+        reader.push(b"data: ", &mut out).unwrap();
+        assert_eq!(
+            reader.push(&huge, &mut out),
+            Err(SseError::TooLarge { limit: 64 })
+        );
+        assert!(out.is_empty());
+        assert!(reader.pending_len() <= 65);
+        // Many small events never accumulate.
+        let mut reader = Reader::new(64);
+        for _ in 0..10_000 {
+            reader.push(b"data: {}\n\n", &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 10_000);
+        assert_eq!(reader.pending_len(), 0);
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error() {
+        let mut reader = Reader::new(1 << 20);
+        let mut out = Vec::new();
+        assert_eq!(
+            reader.push(b"data: \xff\n\n", &mut out),
+            Err(SseError::NotUtf8)
+        );
+    }
+
+    #[test]
+    fn encode_round_trips() {
+        let bytes = encode(Some("content_block_delta"), "{\"a\":\"b\"}\nsecond");
+        let events = all_at_once(&bytes);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].name.as_deref(), Some("content_block_delta"));
+        assert_eq!(events[0].data, "{\"a\":\"b\"}\nsecond");
+        assert_eq!(events[0].raw, bytes);
+    }
+}
