@@ -93,6 +93,35 @@ impl<F: FnMut(&ToolCall) -> Judgement> Judge for F {
     }
 }
 
+/// Memory bounds of one streamed response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// One SSE event (a single event can carry a whole tool call's arguments).
+    pub max_event_bytes: usize,
+    /// Everything held back at once: the events of tool calls waiting for their complete
+    /// arguments. Past it the held calls are blocked, never passed.
+    pub max_held_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_event_bytes: 8 << 20,
+            max_held_bytes: 16 << 20,
+        }
+    }
+}
+
+/// A buffered body that cannot be read as the dialect's response. The proxy fails closed on
+/// it (the agent gets an error, not the body), unless the upstream status already says error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    #[error("the response body is not JSON: {0}")]
+    NotJson(String),
+    #[error("the response body is not a {dialect} response: {why}")]
+    Unexpected { dialect: &'static str, why: String },
+}
+
 /// What the agent reads in place of a blocked call.
 pub fn blocked_text(name: &str, reason: &str) -> String {
     format!("[agentsh] Tool '{name}' blocked by policy: {reason}")
