@@ -146,14 +146,20 @@ impl Sessions {
 
     /// After a restart of the daemon: takes session `id` back when its processes are still
     /// there (its cgroup under this daemon's parent holds some, or its launcher runs).
-    /// Returns whether it did.
+    /// Returns whether it did; an emptied cgroup of the session is removed.
     pub fn resume(&self, id: &str, placement: &Placement) -> bool {
         let alive = match (placement, &self.tracking) {
             (Placement::Cgroup(cgroup), Tracking::Cgroup { mount, parent }) => {
                 let ours = cgroup
                     .strip_prefix(parent.trim_end_matches('/'))
                     .is_some_and(|rest| rest == format!("/{id}"));
-                ours && populated(&mount.join(cgroup.trim_start_matches('/')))
+                let dir = mount.join(cgroup.trim_start_matches('/'));
+                let populated = ours && populated(&dir);
+                if ours && !populated {
+                    // Ended while no daemon watched: nobody else removes it.
+                    remove_tree(&dir);
+                }
+                populated
             }
             (Placement::Process { pid, start_time: t }, Tracking::Process) => {
                 start_time(*pid).is_ok_and(|now| now == *t)

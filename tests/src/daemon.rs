@@ -13,6 +13,8 @@ use crate::{Output, bin, peers, run_bounded, wait_bounded};
 pub struct Daemon {
     child: Child,
     config: PathBuf,
+    /// The cgroup parent of this daemon's sessions, relative to the cgroup2 mount.
+    cgroup_parent: String,
     pub dir: PathBuf,
     pub socket: PathBuf,
 }
@@ -37,6 +39,7 @@ impl Daemon {
         .expect("write config");
         let mut daemon = Self {
             child: spawn(&config),
+            cgroup_parent: parent,
             socket: dir.join("agentsh.sock"),
             dir: dir.to_owned(),
             config,
@@ -113,6 +116,17 @@ impl Drop for Daemon {
             nix::sys::signal::Signal::SIGTERM,
         );
         let _ = wait_bounded(&mut self.child, Duration::from_secs(10));
+        // The parent is the test's to remove (best effort: a session still running keeps it).
+        if let Ok(mount) = agentsh::kernel::cgroup2_mount() {
+            let parent = mount.join(self.cgroup_parent.trim_start_matches('/'));
+            // A session that ended as the daemon stopped leaves its (empty) cgroup behind.
+            for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(entry.path());
+                }
+            }
+            let _ = std::fs::remove_dir(&parent);
+        }
     }
 }
 
