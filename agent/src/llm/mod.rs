@@ -14,6 +14,7 @@
 //! - a call that cannot be read (malformed or truncated arguments, a stream past its memory
 //!   bound) is judged as unreadable, and the judge blocks it: fail closed.
 
+pub mod anthropic;
 pub mod sse;
 
 use serde_json::{Map, Value};
