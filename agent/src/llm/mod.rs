@@ -16,6 +16,7 @@
 
 pub mod anthropic;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod sse;
 
 use serde_json::{Map, Value};
