@@ -106,33 +106,40 @@ impl Reader {
     }
 
     fn scan(&mut self, out: &mut Vec<Event>) -> Result<(), SseError> {
+        // Events are cut from the front once, after the scan: draining each one as it is found
+        // would shift the rest of a large push once per event.
+        let mut event_start = 0;
         let mut i = self.scanned;
-        while i < self.pending.len() {
-            let end = match self.pending[i] {
-                b'\n' => i + 1,
-                b'\r' => match self.pending.get(i + 1) {
-                    Some(b'\n') => i + 2,
-                    Some(_) => i + 1,
-                    // Maybe the CR of a CRLF split across chunks: wait for the next byte.
-                    None => break,
-                },
-                _ => {
-                    i += 1;
-                    continue;
-                }
+        let result = loop {
+            let Some(found) = memchr::memchr2(b'\n', b'\r', &self.pending[i..]) else {
+                i = self.pending.len();
+                break Ok(());
             };
-            let blank = i == self.line_start;
+            let at = i + found;
+            let end = match (self.pending[at], self.pending.get(at + 1)) {
+                (b'\r', Some(b'\n')) => at + 2,
+                // Maybe the CR of a CRLF split across chunks: wait for the next byte.
+                (b'\r', None) => {
+                    i = at;
+                    break Ok(());
+                }
+                _ => at + 1,
+            };
+            let blank = at == self.line_start;
             self.line_start = end;
             i = end;
             if blank {
-                let raw: Vec<u8> = self.pending.drain(..end).collect();
-                out.push(parse(raw)?);
-                self.line_start = 0;
-                i = 0;
+                match parse(self.pending[event_start..end].to_vec()) {
+                    Ok(event) => out.push(event),
+                    Err(err) => break Err(err),
+                }
+                event_start = end;
             }
-        }
-        self.scanned = i;
-        Ok(())
+        };
+        self.pending.drain(..event_start);
+        self.line_start -= event_start;
+        self.scanned = i - event_start;
+        result
     }
 }
 
@@ -177,7 +184,7 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         if rest.is_empty() {
             return None;
         }
-        let end = rest.find(['\r', '\n']).unwrap_or(rest.len());
+        let end = memchr::memchr2(b'\r', b'\n', rest.as_bytes()).unwrap_or(rest.len());
         let line = &rest[..end];
         let bytes = rest.as_bytes();
         let skip = match (bytes.get(end), bytes.get(end + 1)) {
