@@ -1107,6 +1107,7 @@ fn write_error_event(why: &Break, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::test_judge::{DENIED, TestJudge};
 
     // -----------------------------------------------------------------------------------------
     // Streams as the API sends them: event order, ids, usage, pings, split text and input
@@ -1296,38 +1297,6 @@ data: {"type":"message_stop"}
     // Harness
     // -----------------------------------------------------------------------------------------
 
-    /// Blocks unreadable calls and the names it is given; remembers every call it judged.
-    struct TestJudge {
-        blocked: &'static [&'static str],
-        calls: Vec<ToolCall>,
-    }
-
-    impl TestJudge {
-        fn blocking(blocked: &'static [&'static str]) -> Self {
-            Self {
-                blocked,
-                calls: Vec::new(),
-            }
-        }
-    }
-
-    impl Judge for TestJudge {
-        fn judge(&mut self, call: &ToolCall) -> Judgement {
-            self.calls.push(call.clone());
-            if let Arguments::Unreadable(why) = &call.arguments {
-                return Judgement::Block {
-                    reason: format!("unreadable arguments ({why})"),
-                };
-            }
-            if self.blocked.contains(&call.name.as_str()) {
-                return Judgement::Block {
-                    reason: "denied".to_owned(),
-                };
-            }
-            Judgement::Allow
-        }
-    }
-
     #[derive(Debug, PartialEq)]
     struct Run {
         output: Vec<u8>,
@@ -1345,7 +1314,7 @@ data: {"type":"message_stop"}
         stream.finish(&mut judge, &mut output);
         Run {
             output,
-            calls: judge.calls,
+            calls: judge.seen,
             broken: stream.is_broken(),
         }
     }
@@ -1497,7 +1466,7 @@ data: {"type":"message_stop"}
     }
 
     fn blocked_block_text(name: &str) -> Block {
-        Block::Text(blocked_text(name, "denied"))
+        Block::Text(blocked_text(name, DENIED))
     }
 
     fn crlf(stream: &str) -> String {
@@ -2064,7 +2033,7 @@ data: {"type":"message_stop"}
         let out = rewrite_body(body.as_bytes(), &mut judge).unwrap();
         (
             out.map(|bytes| String::from_utf8(bytes).unwrap()),
-            judge.calls,
+            judge.seen,
         )
     }
 
@@ -2093,7 +2062,7 @@ data: {"type":"message_stop"}
         let (out, _) = rewrite(BODY, &["Bash"]);
         // Byte for byte but the block: the released call's 30-digit number, the escapes, the
         // layout and the unknown fields are as they came.
-        let expected = BODY.replace(BASH_BLOCK, &block_json("Bash", "denied"));
+        let expected = BODY.replace(BASH_BLOCK, &block_json("Bash", DENIED));
         assert_eq!(out.as_deref(), Some(expected.as_str()));
         assert!(expected.contains(ISSUE_BLOCK));
         // The stop reason stays tool_use: one call is left to run.
@@ -2105,10 +2074,10 @@ data: {"type":"message_stop"}
     fn buffered_every_call_blocked_ends_the_turn() {
         let (out, _) = rewrite(BODY, &["Bash", "mcp__github__create_issue"]);
         let expected = BODY
-            .replace(BASH_BLOCK, &block_json("Bash", "denied"))
+            .replace(BASH_BLOCK, &block_json("Bash", DENIED))
             .replace(
                 ISSUE_BLOCK,
-                &block_json("mcp__github__create_issue", "denied"),
+                &block_json("mcp__github__create_issue", DENIED),
             )
             .replace(
                 r#""stop_reason": "tool_use""#,
@@ -2130,7 +2099,7 @@ data: {"type":"message_stop"}
             );
         let (out, calls) = rewrite(&body, &["rm_rf"]);
         assert_eq!(calls[0].name, "rm_rf");
-        assert!(out.unwrap().contains(&blocked_text("rm_rf", "denied")));
+        assert!(out.unwrap().contains(&blocked_text("rm_rf", DENIED)));
     }
 
     #[test]
@@ -2195,6 +2164,6 @@ data: {"type":"message_stop"}
                 "{not_a_message}"
             );
         }
-        assert!(judge.calls.is_empty());
+        assert!(judge.seen.is_empty());
     }
 }

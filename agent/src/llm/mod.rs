@@ -18,6 +18,8 @@ pub mod anthropic;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;
+#[cfg(test)]
+mod test_judge;
 
 use serde_json::{Map, Value};
 

@@ -1097,6 +1097,7 @@ fn done_event(crlf: bool) -> &'static [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::test_judge::{DENIED, TestJudge};
 
     /// One chunk as OpenAI sends it with `stream_options.include_usage` (every chunk carries
     /// `"usage":null`) and the per-chunk `obfuscation` padding, a field agentsh does not know.
@@ -1266,40 +1267,6 @@ mod tests {
         done!(),
     );
 
-    const DENIED: &str = "denied by test policy";
-
-    /// Blocks unreadable calls and the names it is given, and remembers every call it saw.
-    struct TestJudge {
-        blocked: &'static [&'static str],
-        seen: Vec<ToolCall>,
-    }
-
-    impl TestJudge {
-        fn new(blocked: &'static [&'static str]) -> Self {
-            Self {
-                blocked,
-                seen: Vec::new(),
-            }
-        }
-    }
-
-    impl Judge for TestJudge {
-        fn judge(&mut self, call: &ToolCall) -> Judgement {
-            self.seen.push(call.clone());
-            match &call.arguments {
-                Arguments::Unreadable(why) => Judgement::Block {
-                    reason: format!("unreadable arguments: {why}"),
-                },
-                Arguments::Object(_) if self.blocked.contains(&call.name.as_str()) => {
-                    Judgement::Block {
-                        reason: DENIED.to_owned(),
-                    }
-                }
-                Arguments::Object(_) => Judgement::Allow,
-            }
-        }
-    }
-
     struct Run {
         out: String,
         seen: Vec<ToolCall>,
@@ -1307,7 +1274,7 @@ mod tests {
     }
 
     fn run_with(pieces: &[&[u8]], blocked: &'static [&'static str], limits: Limits) -> Run {
-        let mut judge = TestJudge::new(blocked);
+        let mut judge = TestJudge::blocking(blocked);
         let mut stream = Stream::new(limits);
         let mut out = Vec::new();
         for piece in pieces {
@@ -1496,7 +1463,7 @@ mod tests {
         assert_eq!(run.out, TEXT_ONLY);
         assert!(run.seen.is_empty());
         // Each event goes out as soon as its blank line arrives.
-        let mut judge = TestJudge::new(&[]);
+        let mut judge = TestJudge::blocking(&[]);
         let mut stream = Stream::new(Limits::default());
         let mut out = Vec::new();
         let mut end = 0;
@@ -1547,7 +1514,7 @@ mod tests {
 
     #[test]
     fn a_call_is_held_until_its_choice_finishes() {
-        let mut judge = TestJudge::new(&[]);
+        let mut judge = TestJudge::blocking(&[]);
         let mut stream = Stream::new(Limits::default());
         let mut out = Vec::new();
         let finish = ONE_CALL.find(r#""finish_reason":"tool_calls""#).unwrap();
@@ -1778,7 +1745,7 @@ mod tests {
 
     #[test]
     fn nothing_more_is_forwarded_once_broken() {
-        let mut judge = TestJudge::new(&[]);
+        let mut judge = TestJudge::blocking(&[]);
         let mut stream = Stream::new(Limits::default());
         let mut out = Vec::new();
         let first_call = ONE_CALL.find("\n\n").unwrap() + 2;
@@ -1936,7 +1903,7 @@ mod tests {
     const BODY_TWO_CHOICES: &str = r#"{"id":"chatcmpl-BqZ3","object":"chat.completion","created":1750312399,"model":"gpt-4.1-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":"It is sunny.","refusal":null},"logprobs":null,"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"Let me check.","refusal":null,"tool_calls":[{"id":"call_N2b","type":"function","function":{"name":"run_shell","arguments":"{\"command\":\"date\"}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":20,"completion_tokens":30,"total_tokens":50},"system_fingerprint":"fp_51e1070cf2"}"#;
 
     fn rewrite(body: &str, blocked: &'static [&'static str]) -> (Option<Value>, Vec<ToolCall>) {
-        let mut judge = TestJudge::new(blocked);
+        let mut judge = TestJudge::blocking(blocked);
         let rewritten = rewrite_body(body.as_bytes(), &mut judge).unwrap();
         let parsed = rewritten.map(|bytes| serde_json::from_slice(&bytes).unwrap());
         (parsed, judge.seen)
@@ -2068,7 +2035,7 @@ mod tests {
 
     #[test]
     fn bodies_that_are_not_completions() {
-        let mut judge = TestJudge::new(&[]);
+        let mut judge = TestJudge::blocking(&[]);
         let error = br#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
         assert_eq!(rewrite_body(error, &mut judge), Ok(None));
         assert!(matches!(

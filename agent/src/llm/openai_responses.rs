@@ -1350,6 +1350,7 @@ fn sequence_number(fields: &Map<String, Value>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::test_judge::{DENIED, TestJudge};
 
     // Streams as the API sends them (ids, obfuscation padding and all); TEXT_THEN_CALL writes
     // the call's name with a JSON escape, `"\u0072m_rf"`.
@@ -1563,44 +1564,6 @@ event: response.completed
 data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_6890e972fa7c819ca5c3a4b1d2e3f4050694874912ae0ea6","object":"response","created_at":1756315696,"status":"completed","background":false,"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"model":"gpt-5-2025-08-07","output":[{"id":"ctc_6890e975e86c819c9338825b3e1994810694874912ae0ea6","type":"custom_tool_call","status":"completed","call_id":"call_aGiFQkRWSWAIsMQ19fKqxUgb","input":"DROP TABLE users;","name":"run_sql"},{"id":"lsh_6890e976a1b2819c8d7e6f5a4b3c2d1e0694874912ae0ea6","type":"local_shell_call","status":"completed","call_id":"call_Lp0sQm3NrT6uV9wX2yZ5aBc8","action":{"type":"exec","command":["rm","-rf","/srv/data"],"env":{},"timeout_ms":60000,"user":null,"working_directory":"/srv"}}],"parallel_tool_calls":true,"previous_response_id":null,"prompt_cache_key":null,"reasoning":{"effort":"minimal","summary":null},"safety_identifier":null,"service_tier":"default","store":true,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[{"type":"custom","name":"run_sql","description":"Runs SQL on the dev database","format":{"type":"text"}},{"type":"local_shell"}],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":80,"input_tokens_details":{"cached_tokens":0},"output_tokens":40,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":120},"user":null,"metadata":{}}}
 
 "#;
-
-    const POLICY_REASON: &str = "denied by the test policy";
-
-    /// Blocks the names on its list and every unreadable call; remembers what it was asked.
-    struct TestJudge {
-        blocked: Vec<&'static str>,
-        seen: Vec<ToolCall>,
-    }
-
-    impl TestJudge {
-        fn blocking(names: &[&'static str]) -> Self {
-            Self {
-                blocked: names.to_vec(),
-                seen: Vec::new(),
-            }
-        }
-
-        fn allowing() -> Self {
-            Self::blocking(&[])
-        }
-    }
-
-    impl Judge for TestJudge {
-        fn judge(&mut self, call: &ToolCall) -> Judgement {
-            self.seen.push(call.clone());
-            match &call.arguments {
-                Arguments::Unreadable(why) => Judgement::Block {
-                    reason: format!("unreadable arguments: {why}"),
-                },
-                Arguments::Object(_) if self.blocked.contains(&call.name.as_str()) => {
-                    Judgement::Block {
-                        reason: POLICY_REASON.into(),
-                    }
-                }
-                Arguments::Object(_) => Judgement::Allow,
-            }
-        }
-    }
 
     fn crlf(stream: &str) -> String {
         stream.replace('\n', "\r\n")
@@ -1898,7 +1861,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
                 "role": "assistant",
                 "content": [{
                     "type": "output_text",
-                    "text": blocked_text("rm_rf", POLICY_REASON),
+                    "text": blocked_text("rm_rf", DENIED),
                     "annotations": [],
                 }],
             })
@@ -1943,11 +1906,8 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         assert!(!text.contains("function_call"));
         let back = read_back(&out);
         assert_eq!(back.items.len(), 2);
-        assert_eq!(
-            back.item_text(0),
-            blocked_text("get_weather", POLICY_REASON)
-        );
-        assert_eq!(back.item_text(1), blocked_text("rm_rf", POLICY_REASON));
+        assert_eq!(back.item_text(0), blocked_text("get_weather", DENIED));
+        assert_eq!(back.item_text(1), blocked_text("rm_rf", DENIED));
         assert_eq!(back.response["status"], "completed");
     }
 
@@ -1964,7 +1924,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         assert_eq!(judge.seen[0].name, "rm_rf");
         let back = read_back(&out);
         assert_eq!(back.item_text(0), "I'll clean up the build directory.");
-        assert_eq!(back.item_text(1), blocked_text("rm_rf", POLICY_REASON));
+        assert_eq!(back.item_text(1), blocked_text("rm_rf", DENIED));
         let stream = crlf(TEXT_THEN_CALL);
         let out = same_however_cut(&stream, &["rm_rf"], Limits::default(), Cuts::AroundLines);
         assert_eq!(read_back(&out).items, back.items);
@@ -1995,7 +1955,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         let out = same_however_cut(&stream, &["rm_rf"], Limits::default(), Cuts::AroundLines);
         let back = read_back(&out);
         assert_eq!(back.items[0]["name"], "get_weather");
-        assert_eq!(back.item_text(1), blocked_text("rm_rf", POLICY_REASON));
+        assert_eq!(back.item_text(1), blocked_text("rm_rf", DENIED));
         // The first call's events, up to the second one's start, are the very bytes.
         let second = stream
             .find("\"sequence_number\":7,\"output_index\":1")
@@ -2083,7 +2043,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         assert_eq!(output[0]["type"], "function_call");
         assert_eq!(
             output[1]["content"][0]["text"],
-            blocked_text("rm_rf", POLICY_REASON)
+            blocked_text("rm_rf", DENIED)
         );
     }
 
@@ -2111,11 +2071,8 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
             Cuts::AroundLines,
         );
         let back = read_back(&out);
-        assert_eq!(back.item_text(0), blocked_text("run_sql", POLICY_REASON));
-        assert_eq!(
-            back.item_text(1),
-            blocked_text("local_shell", POLICY_REASON)
-        );
+        assert_eq!(back.item_text(0), blocked_text("run_sql", DENIED));
+        assert_eq!(back.item_text(1), blocked_text("local_shell", DENIED));
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains("custom_tool_call") && !text.contains("local_shell_call"));
     }
@@ -2313,7 +2270,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
                 "id": "msg_agentsh_call_r2",
                 "status": "completed",
                 "role": "assistant",
-                "content": [{"type": "output_text", "text": blocked_text("rm_rf", POLICY_REASON), "annotations": []}],
+                "content": [{"type": "output_text", "text": blocked_text("rm_rf", DENIED), "annotations": []}],
             })
         );
         // Everything else as it was, in its order.
