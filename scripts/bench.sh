@@ -18,3 +18,6 @@ if command -v taskset >/dev/null; then
     echo "  -- all threads on one CPU (taskset -c 0):"
     taskset -c 0 ./target/release/examples/verdict_bench | tail -n +2
 fi
+echo
+echo "== SSE interceptors (in process, vs a plain copy of the same bytes) =="
+cargo run --quiet --release -p agentsh --example llm_bench
