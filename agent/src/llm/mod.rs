@@ -15,6 +15,7 @@
 //!   bound) is judged as unreadable, and the judge blocks it: fail closed.
 
 pub mod anthropic;
+pub mod host_names;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;
