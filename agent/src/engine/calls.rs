@@ -90,20 +90,20 @@ impl Engine {
         } else {
             format!("audit-only, would block: {}", verdict.reason)
         };
+        // Formatted once, for the event and the verdict.
+        let hash = known.hash.map(|h| h.to_string());
         let mut event = Event::new(EventKind::McpToolCalled, server, action, reason)
             .tool(tool)
             .rule(verdict.rule.clone())
             .details(json!({"origin": "stdio", "categories": known.categories.names()}));
-        if let Some(hash) = known.hash {
-            event = event.hash(hash);
-        }
+        event.hash.clone_from(&hash);
         self.record(session, event);
         CallVerdict {
             decision: verdict.decision,
             rule: verdict.rule,
             reason: verdict.reason,
             enforced: verdict.enforced,
-            hash: known.hash.map(|h| h.to_string()),
+            hash,
         }
     }
 
