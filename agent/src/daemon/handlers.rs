@@ -555,12 +555,11 @@ fn pins_list(daemon: &Daemon, peer: &Peer, a: &PinsArgs) -> Answer {
 
 /// Records the end of a session and forgets its engine state.
 pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
-    // Its engine state may be gone (ended while the daemon was down): the event still names it.
-    let session = daemon.engine.session(Some(id));
-    daemon.engine.record(
-        &session,
-        Event::new(EventKind::SessionEnded, "", Action::Allow, why),
-    );
+    // Its engine state may be gone (ended while the daemon was down): the event names the
+    // session itself rather than through one.
+    let mut ended = Event::new(EventKind::SessionEnded, "", Action::Allow, why);
+    ended.session = Some(id.to_owned());
+    daemon.engine.record_global(ended);
     daemon.engine.close_session(id);
     if let Ok(Some(mut record)) = daemon.log.session(id) {
         record.ended_at = Some(now_secs());
