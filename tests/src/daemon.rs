@@ -77,6 +77,16 @@ impl Daemon {
 
     /// `agentshctl run RUN_ARGS --name NAME -- sh -c SCRIPT`.
     pub fn run_session_with(&self, run_args: &[&str], name: &str, script: &str) -> Output {
+        run_bounded(
+            self.session_command(run_args, name, script),
+            b"",
+            Duration::from_secs(120),
+        )
+    }
+
+    /// The command of [`Self::run_session_with`], to run elsewhere (a thread that outlives a
+    /// borrow of the daemon, for one).
+    pub fn session_command(&self, run_args: &[&str], name: &str, script: &str) -> Command {
         let mut cmd = Command::new(bin("agentshctl"));
         cmd.arg("--socket")
             .arg(&self.socket)
@@ -84,7 +94,7 @@ impl Daemon {
             .args(run_args)
             .args(["--name", name, "--", "sh", "-c", script])
             .current_dir(peers());
-        run_bounded(cmd, b"", Duration::from_secs(120))
+        cmd
     }
 
     pub fn session_id(&self, name: &str) -> String {

@@ -458,18 +458,7 @@ fn a_restarted_daemon_resumes_its_live_sessions_and_their_holds() {
         ctl = ctl.display(),
         socket = socket.display(),
     );
-    let mut run = std::process::Command::new(&ctl);
-    run.arg("--socket")
-        .arg(&socket)
-        .args([
-            "run",
-            "--policy",
-            strict.to_str().unwrap(),
-            "--name",
-            "long",
-        ])
-        .args(["--", "sh", "-c", &script])
-        .current_dir(agentsh_tests::peers());
+    let run = daemon.session_command(&["--policy", strict.to_str().unwrap()], "long", &script);
     let agent =
         std::thread::spawn(move || agentsh_tests::run_bounded(run, b"", Duration::from_secs(120)));
     assert!(
