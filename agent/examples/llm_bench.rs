@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentsh::llm::{Judgement, Limits, ToolCall, anthropic, openai_chat, openai_responses};
+use agentsh::llm::{Dialect, Judgement, Limits, Stream, ToolCall};
 use serde_json::json;
 
 const CHUNK: usize = 4096;
@@ -22,33 +22,34 @@ fn main() {
         }
         std::hint::black_box(out);
     };
-    let cases: [(&str, Vec<u8>, Feed); 6] = [
+    use Dialect::{AnthropicMessages, OpenAiChat, OpenAiResponses};
+    let cases = [
         (
             "anthropic, text only",
             anthropic_stream(2000, 0),
-            feed_anthropic,
+            AnthropicMessages,
         ),
         (
             "anthropic, tool-heavy",
             anthropic_stream(10, 200),
-            feed_anthropic,
+            AnthropicMessages,
         ),
-        ("openai chat, text only", chat_stream(2000, 0), feed_chat),
-        ("openai chat, tool-heavy", chat_stream(10, 200), feed_chat),
+        ("openai chat, text only", chat_stream(2000, 0), OpenAiChat),
+        ("openai chat, tool-heavy", chat_stream(10, 200), OpenAiChat),
         (
             "openai responses, text only",
             responses_stream(2000, 0),
-            feed_responses,
+            OpenAiResponses,
         ),
         (
             "openai responses, tool-heavy",
             responses_stream(10, 200),
-            feed_responses,
+            OpenAiResponses,
         ),
     ];
-    for (name, stream, feed) in cases {
+    for (name, stream, dialect) in cases {
         let plain = best(|| copy(&stream));
-        let intercepted = best(|| feed(&stream));
+        let intercepted = best(|| feed(dialect, &stream));
         let mb = stream.len() as f64 / 1e6;
         println!(
             "  {name:<30} {:>7.1} MB/s  (plain copy {:>8.1} MB/s, {:.2} MB)",
@@ -59,36 +60,12 @@ fn main() {
     }
 }
 
-type Feed = fn(&[u8]);
-
 fn allow(_: &ToolCall) -> Judgement {
     Judgement::Allow
 }
 
-fn feed_anthropic(bytes: &[u8]) {
-    let mut stream = anthropic::Stream::new(Limits::default());
-    let mut judge = allow;
-    let mut out = Vec::with_capacity(bytes.len());
-    for chunk in bytes.chunks(CHUNK) {
-        stream.push(chunk, &mut judge, &mut out);
-    }
-    stream.finish(&mut judge, &mut out);
-    assert_eq!(out.len(), bytes.len(), "an allowed stream passes unchanged");
-}
-
-fn feed_chat(bytes: &[u8]) {
-    let mut stream = openai_chat::Stream::new(Limits::default());
-    let mut judge = allow;
-    let mut out = Vec::with_capacity(bytes.len());
-    for chunk in bytes.chunks(CHUNK) {
-        stream.push(chunk, &mut judge, &mut out);
-    }
-    stream.finish(&mut judge, &mut out);
-    assert_eq!(out.len(), bytes.len(), "an allowed stream passes unchanged");
-}
-
-fn feed_responses(bytes: &[u8]) {
-    let mut stream = openai_responses::Stream::new(Limits::default());
+fn feed(dialect: Dialect, bytes: &[u8]) {
+    let mut stream = Stream::new(dialect, Limits::default());
     let mut judge = allow;
     let mut out = Vec::with_capacity(bytes.len());
     for chunk in bytes.chunks(CHUNK) {

@@ -61,6 +61,65 @@ impl Dialect {
     }
 }
 
+/// A buffered response body of `dialect`: see each dialect's `rewrite_body`.
+pub fn rewrite_body(
+    dialect: Dialect,
+    body: &[u8],
+    judge: &mut dyn Judge,
+) -> Result<Option<Vec<u8>>, BodyError> {
+    match dialect {
+        Dialect::AnthropicMessages => anthropic::rewrite_body(body, judge),
+        Dialect::OpenAiChat => openai_chat::rewrite_body(body, judge),
+        Dialect::OpenAiResponses => openai_responses::rewrite_body(body, judge),
+    }
+}
+
+/// A streamed response of any dialect: the one interceptor the proxy (and the benchmark)
+/// drive, whatever the provider.
+pub enum Stream {
+    Anthropic(anthropic::Stream),
+    OpenAiChat(openai_chat::Stream),
+    OpenAiResponses(openai_responses::Stream),
+}
+
+impl Stream {
+    pub fn new(dialect: Dialect, limits: Limits) -> Self {
+        match dialect {
+            Dialect::AnthropicMessages => Self::Anthropic(anthropic::Stream::new(limits)),
+            Dialect::OpenAiChat => Self::OpenAiChat(openai_chat::Stream::new(limits)),
+            Dialect::OpenAiResponses => {
+                Self::OpenAiResponses(openai_responses::Stream::new(limits))
+            }
+        }
+    }
+
+    /// Bytes from upstream, split anywhere; what to forward is appended to `out`.
+    pub fn push(&mut self, bytes: &[u8], judge: &mut dyn Judge, out: &mut Vec<u8>) {
+        match self {
+            Self::Anthropic(s) => s.push(bytes, judge, out),
+            Self::OpenAiChat(s) => s.push(bytes, judge, out),
+            Self::OpenAiResponses(s) => s.push(bytes, judge, out),
+        }
+    }
+
+    /// Upstream ended; the client's stream ends well formed.
+    pub fn finish(&mut self, judge: &mut dyn Judge, out: &mut Vec<u8>) {
+        match self {
+            Self::Anthropic(s) => s.finish(judge, out),
+            Self::OpenAiChat(s) => s.finish(judge, out),
+            Self::OpenAiResponses(s) => s.finish(judge, out),
+        }
+    }
+
+    pub fn is_broken(&self) -> bool {
+        match self {
+            Self::Anthropic(s) => s.is_broken(),
+            Self::OpenAiChat(s) => s.is_broken(),
+            Self::OpenAiResponses(s) => s.is_broken(),
+        }
+    }
+}
+
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -180,6 +239,25 @@ mod tests {
         );
         assert_eq!(Dialect::of_path("/v1/models"), None);
         assert_eq!(Dialect::of_path("/v1/messages/count_tokens"), None);
+    }
+
+    #[test]
+    fn bodies_and_streams_go_to_their_dialect() {
+        use test_judge::TestJudge;
+        let chat = br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"rm_rf","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+        let mut judge = TestJudge::blocking(&["rm_rf"]);
+        let rewritten = rewrite_body(Dialect::OpenAiChat, chat, &mut judge).unwrap();
+        assert!(rewritten.is_some_and(|b| String::from_utf8_lossy(&b).contains("[agentsh]")));
+        // The same bytes are not an Anthropic message.
+        assert!(rewrite_body(Dialect::AnthropicMessages, chat, &mut judge).is_err());
+
+        let text = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut stream = Stream::new(Dialect::AnthropicMessages, Limits::default());
+        let mut out = Vec::new();
+        stream.push(text, &mut judge, &mut out);
+        stream.finish(&mut judge, &mut out);
+        assert_eq!(out, text);
+        assert!(!stream.is_broken());
     }
 
     #[test]
