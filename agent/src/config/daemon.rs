@@ -12,6 +12,7 @@ use super::diagnostic::{ConfigError, Diagnostic, Location, Report};
 use super::formats::check_id;
 use super::load::{parse_document, read_source};
 use super::patterns::NameGlob;
+use super::proxy::{self, ProxyConfig};
 use super::reader::{self, Fields};
 use super::yaml::Node;
 
@@ -32,6 +33,10 @@ const ROOT_KEYS: &[&str] = &[
     "admin_group",
     "sessions",
     "launcher",
+    "proxy",
+    "providers",
+    "tls",
+    "dlp",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -52,6 +57,8 @@ pub struct DaemonConfig {
     pub admin_group: Option<String>,
     pub sessions: SessionsConfig,
     pub launcher: LauncherConfig,
+    /// The LLM proxy: `proxy`, `providers`, `tls`, `dlp`.
+    pub proxy: ProxyConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -134,6 +141,7 @@ impl DaemonConfig {
             admin_group: None,
             sessions: SessionsConfig::default(),
             launcher: LauncherConfig::default(),
+            proxy: ProxyConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -173,6 +181,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
             .get("launcher")
             .map(|n| launcher(r, n))
             .unwrap_or_default(),
+        proxy: proxy::read(r, &f, base),
         warnings: Vec::new(),
     })
 }

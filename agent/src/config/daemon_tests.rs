@@ -162,7 +162,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp)"
         ]
     );
 }
@@ -348,4 +348,100 @@ fn the_root_cgroup_is_no_session_parent() {
             "{found:?}"
         );
     }
+}
+
+#[test]
+fn the_llm_proxy_sections() {
+    let c = ok(&format!(
+        "{MINIMAL}proxy:
+  listen: 127.0.0.1:8765
+  mode: embedded
+  tool_names: [\"mcp__{{server}}__{{tool}}\", \"{{server}}.{{tool}}\"]
+  bodies: {{store: false, max_bytes: 4096, retention_days: 7}}
+providers:
+  anthropic: {{upstream: \"http://127.0.0.2:9000/anthropic\"}}
+  openai: {{upstream: \"https://gateway.example/openai\"}}
+tls:
+  extra_roots: [certs/test-ca.pem]
+dlp:
+  mode: redact
+  custom_patterns:
+    - {{name: internal-token, regex: \"itk_[A-Za-z0-9]{{32}}\"}}
+"
+    ));
+    let p = &c.proxy;
+    assert_eq!(p.listen, Some("127.0.0.1:8765".parse().unwrap()));
+    assert_eq!(p.mode, ProxyMode::Embedded);
+    let names: Vec<&str> = p.tool_names.iter().map(|t| t.as_str()).collect();
+    assert_eq!(names, ["mcp__{server}__{tool}", "{server}.{tool}"]);
+    assert_eq!(
+        p.bodies,
+        BodyStorage {
+            store: false,
+            max_bytes: 4096,
+            retention_days: 7
+        }
+    );
+    assert_eq!(
+        p.anthropic_upstream.as_str(),
+        "http://127.0.0.2:9000/anthropic"
+    );
+    assert_eq!(p.openai_upstream.as_str(), "https://gateway.example/openai");
+    assert_eq!(
+        p.extra_roots,
+        [PathBuf::from("/etc/agentsh/certs/test-ca.pem")]
+    );
+    assert_eq!(p.dlp.mode, DlpMode::Redact);
+    assert!(
+        p.dlp.custom_patterns[0]
+            .regex
+            .is_match(&format!("itk_{}", "a".repeat(32)))
+    );
+
+    // Off by default, with the public upstreams and Claude Code's tool naming.
+    let d = ok(MINIMAL).proxy;
+    assert_eq!(d.listen, None);
+    assert_eq!(d.mode, ProxyMode::McpOnly);
+    assert_eq!(d.anthropic_upstream.as_str(), "https://api.anthropic.com/");
+    assert_eq!(d.openai_upstream.as_str(), "https://api.openai.com/");
+    assert_eq!(
+        d.tool_names[0].split("mcp__github__create_issue"),
+        Some(("github", "create_issue"))
+    );
+}
+
+#[test]
+fn llm_proxy_errors_with_their_positions() {
+    let src = format!(
+        "{MINIMAL}proxy:
+  listen: 0.0.0.0:8765
+  mode: embeded
+  tool_names: [\"mcp_{{tool}}\"]
+providers:
+  anthropic: {{upstream: \"ftp://x\"}}
+  openai: {{upstream: \"https://user:key@api.openai.com\"}}
+dlp:
+  custom_patterns:
+    - {{name: x, regex: \"(\"}}
+"
+    );
+    assert_eq!(
+        errors(&src),
+        [
+            "d.yaml:4:11: error: `proxy.listen`: `0.0.0.0:8765` is not a loopback address; the proxy only serves processes of this host",
+            "d.yaml:5:9: error: `proxy.mode`: unknown value `embeded` (expected one of: mcp-only, embedded, disabled); did you mean `embedded`?",
+            "d.yaml:6:16: error: `proxy.tool_names[0]`: `mcp_{tool}` needs both `{server}` and `{tool}`",
+            "d.yaml:8:25: error: `providers.anthropic.upstream`: `ftp://x` must be https (or http, for tests), not ftp",
+            "d.yaml:9:22: error: `providers.openai.upstream`: `https://user:key@api.openai.com` must not hold credentials (the agent's own API key is sent)",
+            "d.yaml:12:24: error: `dlp.custom_patterns[0].regex`: invalid regex: unclosed group",
+        ]
+    );
+    assert_eq!(
+        warnings(&format!(
+            "{MINIMAL}providers:\n  openai: {{upstream: \"https://x.example\"}}\n"
+        )),
+        [
+            "d.yaml:3:1: warning: `providers` has no effect: the proxy is off (`proxy.listen` is not set)"
+        ]
+    );
 }

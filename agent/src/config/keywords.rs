@@ -159,6 +159,26 @@ impl Severity {
     }
 }
 
+keyword_enum! {
+    /// What the LLM proxy does with LLM traffic.
+    ProxyMode {
+        /// Tool-call enforcement; bodies stored for audit; nothing else rewritten.
+        McpOnly = "mcp-only",
+        /// The same, plus DLP on outgoing requests.
+        Embedded = "embedded",
+        /// Pass-through: audit only.
+        Disabled = "disabled",
+    }
+}
+
+keyword_enum! {
+    /// Secrets in outgoing LLM requests (`embedded` mode).
+    DlpMode {
+        Redact = "redact",
+        Disabled = "disabled",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

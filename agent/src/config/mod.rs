@@ -26,6 +26,7 @@ mod keywords;
 mod load;
 mod mcp_section;
 mod patterns;
+mod proxy;
 mod reader;
 mod schema;
 mod validate;
@@ -42,13 +43,14 @@ pub use daemon::{
 };
 pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
 pub use keywords::{
-    Action, Decision, Keyword, ListPolicy, PinAction, RequestAction, Severity, Transport,
-    UnknownKeyword,
+    Action, Decision, DlpMode, Keyword, ListPolicy, PinAction, ProxyMode, RequestAction, Severity,
+    Transport, UnknownKeyword,
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
 pub use patterns::{
     ArgPattern, ArgSelector, GlobError, NameGlob, NameRegex, PathGlob, Subject, ToolMatcher,
 };
+pub use proxy::{BodyStorage, Dlp, DlpPattern, ProxyConfig};
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
     Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,
