@@ -27,6 +27,8 @@ pub enum EventKind {
     McpToolChanged,
     /// A tools/call was decided.
     McpToolCalled,
+    /// A tool call a model asked for in an LLM response was decided (before the agent saw it).
+    McpToolCallIntercepted,
     /// The detector found something in a tool definition.
     McpDetection,
     /// The detector found something in a tool result.
@@ -49,6 +51,10 @@ pub enum EventKind {
     McpToolApproved,
     /// A person trusted a changed definition, or reset pins.
     McpPinTrusted,
+    /// A request passed the LLM proxy (provider, status, bodies stored).
+    LlmRequest,
+    /// Secrets were redacted from a request to an LLM provider.
+    LlmDlpRedaction,
     /// The state store could not be read or written.
     StoreError,
     /// An agent session began (its cgroup was created and the agent placed in it).
@@ -65,6 +71,7 @@ impl EventKind {
             Self::McpToolSeen => "mcp_tool_seen",
             Self::McpToolChanged => "mcp_tool_changed",
             Self::McpToolCalled => "mcp_tool_called",
+            Self::McpToolCallIntercepted => "mcp_tool_call_intercepted",
             Self::McpDetection => "mcp_detection",
             Self::McpOutputInspection => "mcp_output_inspection",
             Self::McpServerBinaryMismatch => "mcp_server_binary_mismatch",
@@ -76,6 +83,8 @@ impl EventKind {
             Self::McpRateLimited => "mcp_rate_limited",
             Self::McpToolApproved => "mcp_tool_approved",
             Self::McpPinTrusted => "mcp_pin_trusted",
+            Self::LlmRequest => "llm_request",
+            Self::LlmDlpRedaction => "llm_dlp_redaction",
             Self::StoreError => "store_error",
             Self::SessionStarted => "session_started",
             Self::SessionEnded => "session_ended",
@@ -87,6 +96,7 @@ impl EventKind {
         Self::McpToolSeen,
         Self::McpToolChanged,
         Self::McpToolCalled,
+        Self::McpToolCallIntercepted,
         Self::McpDetection,
         Self::McpOutputInspection,
         Self::McpServerBinaryMismatch,
@@ -98,6 +108,8 @@ impl EventKind {
         Self::McpRateLimited,
         Self::McpToolApproved,
         Self::McpPinTrusted,
+        Self::LlmRequest,
+        Self::LlmDlpRedaction,
         Self::StoreError,
         Self::SessionStarted,
         Self::SessionEnded,

@@ -107,6 +107,17 @@ impl Registry {
             .map(|(name, _)| name.as_str())
     }
 
+    /// The one server that listed a tool named `tool`; `None` when none did or several did.
+    pub fn only_server_with(&self, tool: &str) -> Option<&str> {
+        let mut owners = self
+            .servers
+            .iter()
+            .filter(|(_, s)| s.tools.contains_key(tool))
+            .map(|(name, _)| name.as_str());
+        let owner = owners.next()?;
+        owners.next().is_none().then_some(owner)
+    }
+
     /// The entry a call of `tool` refers to. A name that is not listed but folds (case, NFKC,
     /// surrounding space) onto a withheld tool is that tool: a server that matches names
     /// loosely would run it.

@@ -31,6 +31,17 @@ impl CallWindow {
         self.times.len()
     }
 
+    /// What [`Self::record`] would return for an attempt at `now`, recording nothing.
+    pub fn count_with(&self, now: Instant, window: Duration, max: usize) -> usize {
+        let within = self
+            .times
+            .iter()
+            .rev()
+            .take_while(|&&t| now.saturating_duration_since(t) <= window)
+            .count();
+        within.saturating_add(1).min(max.saturating_add(1))
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.times.len()

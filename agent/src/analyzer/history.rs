@@ -90,18 +90,46 @@ impl SessionHistory {
     /// cross_server_flow, burst. Records the attempt for burst counting.
     pub fn check_call(&mut self, cfg: &CrossServer, call: &CallContext) -> Vec<CrossFinding> {
         self.observe(call.now);
-        let mut findings = Vec::new();
         if !cfg.enabled {
-            return findings;
+            return Vec::new();
         }
+        let attempts = cfg.burst.enabled.then(|| {
+            let max = self.max_burst_calls(&cfg.burst);
+            self.calls.record(call.now, cfg.burst.window(), max)
+        });
+        self.findings(cfg, call, self.turn, attempts)
+    }
+
+    /// What [`Self::check_call`] would find, recording nothing: for a call a model asked for,
+    /// which is counted when it executes.
+    pub fn preview_call(&self, cfg: &CrossServer, call: &CallContext) -> Vec<CrossFinding> {
+        if !cfg.enabled {
+            return Vec::new();
+        }
+        let attempts = cfg.burst.enabled.then(|| {
+            let max = self.max_burst_calls(&cfg.burst);
+            self.calls.count_with(call.now, cfg.burst.window(), max)
+        });
+        self.findings(cfg, call, self.turn_at(call.now), attempts)
+    }
+
+    /// `attempts`: the calls within the burst window, this one included (burst enabled).
+    fn findings(
+        &self,
+        cfg: &CrossServer,
+        call: &CallContext,
+        turn: u64,
+        attempts: Option<usize>,
+    ) -> Vec<CrossFinding> {
+        let mut findings = Vec::new();
         if cfg.read_then_send.enabled {
             findings.extend(self.read_then_send(&cfg.read_then_send, call));
         }
         if cfg.cross_server_flow.enabled {
-            findings.extend(self.cross_server_flow(&cfg.cross_server_flow, call));
+            findings.extend(self.cross_server_flow(&cfg.cross_server_flow, call, turn));
         }
-        if cfg.burst.enabled {
-            findings.extend(self.burst(&cfg.burst, call));
+        if let Some(attempts) = attempts {
+            findings.extend(self.burst(&cfg.burst, call, attempts));
         }
         findings
     }
@@ -154,6 +182,14 @@ impl SessionHistory {
         self.last_activity = Some(now);
     }
 
+    /// The turn [`Self::observe`] would put `now` in.
+    fn turn_at(&self, now: Instant) -> u64 {
+        match self.last_activity {
+            Some(last) if now.saturating_duration_since(last) >= TURN_IDLE => self.turn + 1,
+            _ => self.turn,
+        }
+    }
+
     /// Notes activity at `now`, ending the turn first after [`TURN_IDLE`] of silence.
     fn observe(&mut self, now: Instant) {
         if let Some(last) = self.last_activity {
@@ -200,9 +236,10 @@ impl SessionHistory {
         &self,
         rule: &CrossServerFlow,
         call: &CallContext,
+        turn: u64,
     ) -> Option<CrossFinding> {
         let arguments = call.arguments?;
-        let turn = rule.same_turn_only.then_some(self.turn);
+        let turn = rule.same_turn_only.then_some(turn);
         let source = self.outputs.find(call.server, arguments, turn)?;
         let seconds_ago = call.now.saturating_duration_since(source.at).as_secs();
         Some(CrossFinding {
@@ -221,11 +258,14 @@ impl SessionHistory {
         })
     }
 
-    fn burst(&mut self, rule: &Burst, call: &CallContext) -> Option<CrossFinding> {
-        let max_calls = usize::try_from(rule.max_calls)
+    fn max_burst_calls(&self, rule: &Burst) -> usize {
+        usize::try_from(rule.max_calls)
             .unwrap_or(usize::MAX)
-            .min(self.limits.max_burst_calls);
-        let calls = self.calls.record(call.now, rule.window(), max_calls);
+            .min(self.limits.max_burst_calls)
+    }
+
+    fn burst(&self, rule: &Burst, call: &CallContext, calls: usize) -> Option<CrossFinding> {
+        let max_calls = self.max_burst_calls(rule);
         (calls > max_calls).then(|| CrossFinding {
             rule: CrossRule::Burst,
             action: rule.action,
@@ -621,6 +661,36 @@ mod tests {
         // Clamped to 5: the 6th attempt onwards fires.
         assert_eq!(fired.iter().position(|f| *f), Some(5));
         assert!(fired[5..].iter().all(|f| *f));
+    }
+
+    #[test]
+    fn previews_find_what_a_check_would_and_record_nothing() {
+        let t0 = Instant::now();
+        let mut cfg = only(CrossRule::Burst);
+        cfg.burst.max_calls = 2;
+        let mut h = SessionHistory::default();
+        let c = |i| {
+            call(
+                "a",
+                "t",
+                Categories::NONE,
+                None,
+                t0 + Duration::from_millis(i),
+            )
+        };
+        for i in 0..2 {
+            // A preview of the call about to be checked says the same, and is not counted.
+            assert!(h.preview_call(&cfg, &c(i)).is_empty());
+            assert!(h.check_call(&cfg, &c(i)).is_empty());
+        }
+        for _ in 0..3 {
+            assert_eq!(rules(&h.preview_call(&cfg, &c(2))), ["burst"]);
+        }
+        assert_eq!(h.calls.len(), 2);
+        assert_eq!(rules(&h.check_call(&cfg, &c(2))), ["burst"]);
+        // After TURN_IDLE the preview sees the next turn, as the check will.
+        assert_eq!(h.turn_at(t0 + TURN_IDLE + secs(1)), h.turn + 1);
+        assert_eq!(h.turn_at(t0 + secs(1)), h.turn);
     }
 
     #[test]

@@ -49,6 +49,13 @@ impl TokenBucket {
         }
     }
 
+    /// Whether a token could be taken at `now`, taking nothing: the verdict on a call that is
+    /// only intended (a model asked for it) and will be counted when it executes.
+    pub fn peek(&self, now: Instant) -> Result<(), Duration> {
+        let mut current = self.clone();
+        current.try_take(now)
+    }
+
     /// This bucket under a new limit (a policy reload): the new capacity and rate, but never
     /// more tokens than are left now.
     fn relimited(&self, limit: RateLimit, now: Instant) -> Self {
@@ -118,6 +125,15 @@ impl RateLimiter {
         self.buckets.insert(server.to_owned(), bucket);
         taken
     }
+
+    /// What [`Self::try_acquire`] would answer, taking nothing.
+    pub fn check(&self, server: &str, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        match self.buckets.get(server) {
+            Some(bucket) if bucket.limit == limit => bucket.peek(now),
+            Some(bucket) => bucket.relimited(limit, now).peek(now),
+            None => TokenBucket::new(limit, now).peek(now),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -130,6 +146,21 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn checking_takes_nothing() {
+        let t0 = Instant::now();
+        let mut limiter = RateLimiter::new();
+        let one = limit(60, 1);
+        for _ in 0..3 {
+            assert_eq!(limiter.check("a", one, t0), Ok(()));
+        }
+        assert_eq!(limiter.try_acquire("a", one, t0), Ok(()));
+        assert_eq!(limiter.check("a", one, t0), Err(secs(1)));
+        assert_eq!(limiter.check("a", one, t0 + secs(1)), Ok(()));
+        // A stricter limit after a reload is checked as the acquire would apply it.
+        assert_eq!(limiter.check("b", limit(60, 0), t0), Err(Duration::MAX));
     }
 
     #[test]

@@ -13,21 +13,33 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
-use super::{CallVerdict, Engine, Session, lock, read};
+use super::{CallVerdict, Engine, Rules, Session, lock, read};
 use crate::analyzer::{CallContext, categorize};
 use crate::audit::{Action, Event, EventKind};
 use crate::config::{self, Decision, McpPolicy};
+use crate::mcp::arguments_digest;
 use crate::policy::{self, CallRequest, ToolStatus, Verdict};
 use crate::registry::{Hold, ToolState};
 
 /// What the registry says about the called tool, copied out of the lock.
-struct Known {
-    hash: Option<crate::mcp::ToolHash>,
-    categories: crate::analyzer::Categories,
+pub(super) struct Known {
+    pub hash: Option<crate::mcp::ToolHash>,
+    pub categories: crate::analyzer::Categories,
     /// A hold that decides at the registry step.
     registry_hold: Option<(String, String)>,
     /// A changed definition waiting for trust (decides at the version pin step).
     pin_hold: Option<(String, String)>,
+}
+
+/// Whether the call is about to execute or is only intended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// An interception point is about to forward it to the server: it counts in the session's
+    /// history and rate limits, and the rules that fire are recorded.
+    Execution,
+    /// A model asked for it in an LLM response: judged the same way, but nothing is counted
+    /// or recorded besides the interception itself; the execution that follows is.
+    Intent,
 }
 
 impl Engine {
@@ -40,8 +52,43 @@ impl Engine {
         arguments: Option<&Map<String, Value>>,
     ) -> CallVerdict {
         let rules = session.rules();
-        let policy = rules.mcp();
         self.register_server(session, &rules, server);
+        let (verdict, known) =
+            self.decide_call(session, &rules, server, tool, arguments, Stage::Execution);
+        let (action, reason) = action_and_reason(&verdict);
+        // Formatted once, for the event and the verdict.
+        let hash = known.hash.map(|h| h.to_string());
+        let mut event = Event::new(EventKind::McpToolCalled, server, action, reason)
+            .tool(tool)
+            .rule(verdict.rule.clone())
+            .details(json!({
+                "origin": "stdio",
+                "categories": known.categories.names(),
+                "arguments_sha256": arguments.map(arguments_digest),
+            }));
+        event.hash.clone_from(&hash);
+        self.record(session, event);
+        CallVerdict {
+            decision: verdict.decision,
+            rule: verdict.rule,
+            reason: verdict.reason,
+            enforced: verdict.enforced,
+            hash,
+        }
+    }
+
+    /// The decision chain (see the module doc), audit-only applied. At [`Stage::Execution`]
+    /// a call that is let through counts in the history.
+    pub(super) fn decide_call(
+        &self,
+        session: &Session,
+        rules: &Rules,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+        stage: Stage,
+    ) -> (Verdict, Known) {
+        let policy = rules.mcp();
         let known = self.known(session, server, tool);
         let now = Instant::now();
         let call = CallContext {
@@ -54,8 +101,8 @@ impl Engine {
 
         let verdict = self
             .registry_step(policy, server, tool, &known)
-            .or_else(|| self.cross_server_step(session, policy, &call))
-            .or_else(|| self.rate_limit_step(session, policy, server, now))
+            .or_else(|| self.cross_server_step(session, policy, &call, stage))
+            .or_else(|| self.rate_limit_step(session, policy, server, now, stage))
             .unwrap_or_else(|| {
                 let status = match (&known.pin_hold, &known.hash) {
                     (Some((rule, reason)), Some(hash)) => {
@@ -75,36 +122,10 @@ impl Engine {
                 )
             });
         let verdict = audit_only(policy, verdict);
-        if !(verdict.decision == Decision::Block && verdict.enforced) {
+        if stage == Stage::Execution && !(verdict.decision == Decision::Block && verdict.enforced) {
             lock(&session.analysis).history.record_allowed_call(&call);
         }
-
-        let action = match (verdict.decision, verdict.enforced) {
-            (Decision::Block, true) => Action::Block,
-            (Decision::Block, false) => Action::Alert,
-            (Decision::Audit, _) => Action::Audit,
-            (Decision::Allow, _) => Action::Allow,
-        };
-        let reason = if verdict.enforced {
-            verdict.reason.clone()
-        } else {
-            format!("audit-only, would block: {}", verdict.reason)
-        };
-        // Formatted once, for the event and the verdict.
-        let hash = known.hash.map(|h| h.to_string());
-        let mut event = Event::new(EventKind::McpToolCalled, server, action, reason)
-            .tool(tool)
-            .rule(verdict.rule.clone())
-            .details(json!({"origin": "stdio", "categories": known.categories.names()}));
-        event.hash.clone_from(&hash);
-        self.record(session, event);
-        CallVerdict {
-            decision: verdict.decision,
-            rule: verdict.rule,
-            reason: verdict.reason,
-            enforced: verdict.enforced,
-            hash,
-        }
+        (verdict, known)
     }
 
     fn known(&self, session: &Session, server: &str, tool: &str) -> Known {
@@ -160,10 +181,15 @@ impl Engine {
         session: &Session,
         policy: &McpPolicy,
         call: &CallContext,
+        stage: Stage,
     ) -> Option<Verdict> {
-        let findings = lock(&session.analysis)
-            .history
-            .check_call(&policy.cross_server, call);
+        let findings = {
+            let mut analysis = lock(&session.analysis);
+            match stage {
+                Stage::Execution => analysis.history.check_call(&policy.cross_server, call),
+                Stage::Intent => analysis.history.preview_call(&policy.cross_server, call),
+            }
+        };
         let mut verdict = None;
         for finding in findings {
             let rule = format!("cross_server/{}", finding.rule.as_str());
@@ -171,6 +197,9 @@ impl Engine {
             let enforced = block_it && policy.enforce_policy;
             if block_it && verdict.is_none() {
                 verdict = Some(block(&rule, finding.reason.clone()));
+            }
+            if stage == Stage::Intent {
+                continue;
             }
             let (action, text) = match (block_it, enforced) {
                 (true, true) => (Action::Block, finding.reason),
@@ -197,22 +226,30 @@ impl Engine {
         policy: &McpPolicy,
         server: &str,
         now: Instant,
+        stage: Stage,
     ) -> Option<Verdict> {
         let limits = &policy.rate_limits;
         if !limits.enabled {
             return None;
         }
         let limit = limits.for_server(server);
-        let wait = lock(&session.analysis)
-            .rates
-            .try_acquire(server, limit, now)
-            .err()?;
+        let wait = {
+            let mut analysis = lock(&session.analysis);
+            match stage {
+                Stage::Execution => analysis.rates.try_acquire(server, limit, now),
+                Stage::Intent => analysis.rates.check(server, limit, now),
+            }
+        }
+        .err()?;
         let reason = format!(
             "server '{server}' is over its rate limit ({} calls/min, burst {}); the next call is possible in {:.1}s",
             limit.rpm,
             limit.burst,
             wait.as_secs_f64()
         );
+        if stage == Stage::Intent {
+            return Some(block("rate_limits", reason));
+        }
         self.record(
             session,
             Event::new(
@@ -239,6 +276,22 @@ fn block(rule: &str, reason: String) -> Verdict {
         reason,
         enforced: true,
     }
+}
+
+/// The event's action, and its reason (an audit-only block says what would have happened).
+pub(super) fn action_and_reason(verdict: &Verdict) -> (Action, String) {
+    let action = match (verdict.decision, verdict.enforced) {
+        (Decision::Block, true) => Action::Block,
+        (Decision::Block, false) => Action::Alert,
+        (Decision::Audit, _) => Action::Audit,
+        (Decision::Allow, _) => Action::Allow,
+    };
+    let reason = if verdict.enforced {
+        verdict.reason.clone()
+    } else {
+        format!("audit-only, would block: {}", verdict.reason)
+    };
+    (action, reason)
 }
 
 /// `enforce_policy: false` turns a block into a record of what would have happened.

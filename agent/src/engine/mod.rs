@@ -8,6 +8,7 @@
 
 mod calls;
 pub mod decider;
+pub mod intercept;
 pub mod listing;
 mod output;
 mod pins;
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use serde_json::json;
 
 pub use decider::{DecideError, Decider, Local};
+pub use intercept::Intercepted;
 pub use verdict::{
     BinaryVerdict, CallVerdict, ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
 };

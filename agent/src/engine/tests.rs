@@ -318,3 +318,172 @@ sandbox:
     assert!(engine.tool_call(&s, "vault", "read_secret", None).blocks());
     assert!(!engine.tool_call(&s, "slack", "post_message", None).blocks());
 }
+
+mod intercepted {
+    use super::*;
+    use crate::llm::host_names::{HostTool, default_tool_names, host_tool};
+    use crate::llm::{Arguments, Dialect, ToolCall};
+
+    const POLICY: &str = r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: no-etc, match: {tool_name: write_file, argument_patterns: {path: "/etc/**"}}, decision: block, reason: "no /etc"}
+    rate_limits:
+      enabled: true
+      default_rpm: 60
+      default_burst: 1
+"#;
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "toolu_1".into(),
+            name: name.into(),
+            arguments: match arguments {
+                Value::Object(map) => Arguments::Object(map),
+                other => Arguments::Unreadable(format!("not an object: {other}")),
+            },
+        }
+    }
+
+    fn intercept(engine: &Engine, s: &Session, call: &ToolCall) -> CallVerdict {
+        let patterns = default_tool_names();
+        engine.intercepted_call(
+            s,
+            &Intercepted {
+                dialect: Dialect::AnthropicMessages,
+                request_id: "req-1",
+                call,
+                target: host_tool(&call.name, &patterns),
+            },
+        )
+    }
+
+    fn listed(engine: &Engine, s: &Session) {
+        let tools = [
+            tool("write_file", "Write a file."),
+            tool("read_file", "Read."),
+        ];
+        assert_eq!(engine.tools_listed(s, "fs", &tools).keep, [true, true]);
+    }
+
+    #[test]
+    fn argument_rules_decide_as_for_the_execution() {
+        let (engine, events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s1"));
+        listed(&engine, &s);
+        let etc = call("mcp__fs__write_file", json!({"path": "/etc/passwd"}));
+        let verdict = intercept(&engine, &s, &etc);
+        assert!(verdict.blocks());
+        assert_eq!(
+            (verdict.rule.as_str(), verdict.reason.as_str()),
+            ("rules/no-etc", "no /etc")
+        );
+        let executed = engine.tool_call(
+            &s,
+            "fs",
+            "write_file",
+            Some(&json!({"path": "/etc/passwd"}).as_object().unwrap().clone()),
+        );
+        assert_eq!(
+            (executed.rule, executed.reason),
+            (verdict.rule, verdict.reason)
+        );
+
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[0];
+        assert_eq!(
+            (event.server.as_str(), event.tool.as_deref()),
+            ("fs", Some("write_file"))
+        );
+        assert_eq!(event.action, Action::Block);
+        assert_eq!(event.details["dialect"], "anthropic_messages");
+        assert_eq!(event.details["request_id"], "req-1");
+        assert_eq!(event.details["call_id"], "toolu_1");
+        assert_eq!(event.details["name"], "mcp__fs__write_file");
+        assert_eq!(event.details["native"], false);
+        assert!(
+            event
+                .hash
+                .as_deref()
+                .is_some_and(|h| h.starts_with("sha256:"))
+        );
+        // The same arguments give the same digest on both sides: the link between them.
+        let shim = &kinds(&events, EventKind::McpToolCalled)[0];
+        assert!(event.details["arguments_sha256"].is_string());
+        assert_eq!(
+            event.details["arguments_sha256"],
+            shim.details["arguments_sha256"]
+        );
+    }
+
+    #[test]
+    fn an_intent_counts_in_no_rate_limit_or_history() {
+        let (engine, events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s1"));
+        listed(&engine, &s);
+        let read = call("mcp__fs__read_file", json!({"path": "/tmp/x"}));
+        for _ in 0..3 {
+            assert!(!intercept(&engine, &s, &read).blocks());
+        }
+        // The one token of the bucket is still there for the execution...
+        assert!(!engine.tool_call(&s, "fs", "read_file", None).blocks());
+        // ...and now the bucket is empty for both.
+        assert!(engine.tool_call(&s, "fs", "read_file", None).blocks());
+        let intent = intercept(&engine, &s, &read);
+        assert!(intent.blocks());
+        assert_eq!(intent.rule, "rate_limits");
+        // Only the execution recorded a rate-limit event.
+        assert_eq!(kinds(&events, EventKind::McpRateLimited).len(), 1);
+    }
+
+    #[test]
+    fn native_tools_pass_and_unreadable_arguments_never_do() {
+        let yaml = "sandbox: {mcp: {enforce_policy: false, fail_closed: true}}";
+        let (engine, events) = engine_with(yaml, None);
+        let s = engine.session(Some("s1"));
+        let bash = call("Bash", json!({"command": "ls"}));
+        let verdict = intercept(&engine, &s, &bash);
+        assert_eq!(
+            (verdict.decision, verdict.rule.as_str()),
+            (Decision::Allow, "llm/native_tool")
+        );
+        // Audit-only mode does not pass what cannot be checked.
+        let broken = call("mcp__fs__write_file", json!("{\"path\":"));
+        let verdict = intercept(&engine, &s, &broken);
+        assert!(verdict.blocks());
+        assert_eq!(verdict.rule, "llm/unreadable_arguments");
+        let native = &kinds(&events, EventKind::McpToolCallIntercepted)[0];
+        assert_eq!(
+            (native.server.as_str(), native.tool.as_deref()),
+            ("", Some("Bash"))
+        );
+        assert_eq!(native.details["native"], true);
+        assert!(native.details["arguments_sha256"].is_string());
+        // Unlisted under fail_closed: audit-only records what would have happened.
+        let unlisted = intercept(&engine, &s, &call("mcp__fs__read_file", json!({})));
+        assert!(!unlisted.blocks());
+        assert_eq!(unlisted.decision, Decision::Block);
+    }
+
+    #[test]
+    fn a_host_s_server_name_maps_to_the_one_server_with_the_tool() {
+        let (engine, events) = engine_with("", None);
+        let s = engine.session(Some("s1"));
+        engine.tools_listed(&s, "my.fs", &[tool("write_file", "Write a file.")]);
+        let renamed = call("mcp__my_fs__write_file", json!({"path": "/tmp/x"}));
+        let verdict = intercept(&engine, &s, &renamed);
+        assert!(verdict.hash.is_some(), "resolved to the listed tool");
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[0];
+        assert_eq!(event.server, "my.fs");
+        assert_eq!(event.details["host_server"], "my_fs");
+        // Two servers with the tool: no guess.
+        engine.tools_listed(&s, "other", &[tool("write_file", "Write a file.")]);
+        intercept(&engine, &s, &renamed);
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[1];
+        assert_eq!(event.server, "my_fs");
+        assert!(matches!(
+            host_tool("Read", &default_tool_names()),
+            HostTool::Native("Read")
+        ));
+    }
+}

@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Where canonical bytes go (a buffer or a hasher), so hashing needs no intermediate buffer.
@@ -64,12 +64,23 @@ fn write_value(value: &Value, out: &mut impl Sink) {
             }
             out.put(b"]");
         }
-        Value::Object(map) => {
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_by(|a, b| utf16_cmp(a.0, b.0));
-            write_members(members.into_iter().map(|(k, v)| (k.as_str(), v)), out);
-        }
+        Value::Object(map) => write_object(map, out),
     }
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut impl Sink) {
+    let mut members: Vec<(&String, &Value)> = map.iter().collect();
+    members.sort_by(|a, b| utf16_cmp(a.0, b.0));
+    write_members(members.into_iter().map(|(k, v)| (k.as_str(), v)), out);
+}
+
+/// SHA-256 (hex) of the JCS form of a call's arguments. The key that links the call a model
+/// asked for in an LLM response to the tools/call that executed it, whatever the key order
+/// and spacing each side used.
+pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
+    let mut hasher = Sha256::new();
+    write_object(arguments, &mut hasher);
+    hex::encode(hasher.finalize())
 }
 
 fn write_members<'a>(members: impl Iterator<Item = (&'a str, &'a Value)>, out: &mut impl Sink) {
@@ -237,6 +248,21 @@ impl<'de> Deserialize<'de> for ToolHash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_digest_ignores_key_order_and_spacing() {
+        let a: Value =
+            serde_json::from_str(r#"{"path":"/x","opts":{"b":1,"a":[1.0,"\u00e9"]}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{ "opts": {"a": [1, "é"], "b": 1}, "path": "/x" }"#).unwrap();
+        let c: Value = serde_json::from_str(r#"{"path":"/y","opts":{"b":1,"a":[1,"é"]}}"#).unwrap();
+        let digest = |v: &Value| arguments_digest(v.as_object().unwrap());
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(digest(&a), digest(&c));
+        // The digest is of the JCS bytes.
+        let jcs = to_canonical_vec(&a);
+        assert_eq!(digest(&a), hex::encode(Sha256::digest(&jcs)));
+    }
     use serde_json::json;
 
     fn jcs(text: &str) -> String {

@@ -22,7 +22,9 @@ pub mod jsonrpc;
 pub mod message;
 pub mod tool;
 
-pub use canonical::{ToolHash, ToolHashParseError, definition_hash, to_canonical_vec};
+pub use canonical::{
+    ToolHash, ToolHashParseError, arguments_digest, definition_hash, to_canonical_vec,
+};
 pub use framing::{FrameItem, FrameReader, FramingError, Line, Terminator};
 pub use jsonrpc::{
     Frame, Id, InvalidReason, Kind, MAX_DEPTH, Message, Method, ParseError, parse,
