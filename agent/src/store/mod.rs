@@ -4,10 +4,14 @@
 //!   binary pins. Opened per operation, so standalone shims sharing a state dir take turns.
 //! - [`EventLog`] (`events.redb` + `events.journal`): the audit trail and session records,
 //!   owned by one process (the daemon) for its lifetime.
+//! - [`BodyStore`] (`bodies/`): LLM request and response bodies kept for audit, one file each,
+//!   in per-day directories removed after the retention period.
 
+mod bodies;
 mod events;
 mod pins;
 
+pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
 pub use events::{EventLog, EventQuery, SessionRecord};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
 
