@@ -52,3 +52,22 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$want" >"$stamp"
 fi
+
+# Python runs the fake LLM upstream and the official Anthropic and OpenAI SDK clients in the LLM
+# proxy tests, from a venv in tests/peers/llm. Debian's python3 lacks ensurepip (so venv) without
+# python3-venv; a python3 that already has both (pyenv, say) is used as it is.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_install python3 python3-venv
+llm="$here/tests/peers/llm"
+venv="$llm/.venv"
+if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then
+  say "python3 -m venv (LLM test peers)"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+fi
+stamp="$venv/.agentsh-requirements-sha256"
+want=$(sha256sum "$llm/requirements.txt" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  say "pip install (LLM test peers)"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$llm/requirements.txt"
+  echo "$want" >"$stamp"
+fi
