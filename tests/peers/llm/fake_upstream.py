@@ -200,6 +200,13 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_POST(self):
+        try:
+            self.answer()
+        except (BrokenPipeError, ConnectionResetError):
+            # The client (or a proxy in between) hung up mid-answer: a test may do that on purpose.
+            self.close_connection = True
+
+    def answer(self):
         raw = self.read_body()
         body = self.record(raw)
         path = self.path.split("?", 1)[0]
