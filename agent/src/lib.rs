@@ -17,6 +17,7 @@ pub mod llm;
 pub mod mcp;
 pub mod policy;
 pub mod process;
+pub mod proxy;
 pub mod registry;
 pub mod session;
 pub mod store;

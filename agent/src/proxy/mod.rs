@@ -1,0 +1,3 @@
+//! The LLM proxy.
+
+pub mod encoding;
