@@ -224,6 +224,27 @@ impl Sessions {
         None
     }
 
+    /// Every process that may belong to a session: those in the cgroups below the session
+    /// parent, or (tracking by ancestry) every process of the host.
+    pub fn candidate_pids(&self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        match &self.tracking {
+            Tracking::Cgroup { mount, parent } => {
+                collect_cgroup_pids(&mount.join(parent.trim_start_matches('/')), &mut pids, 0);
+            }
+            Tracking::Process => {
+                if let Ok(entries) = fs::read_dir("/proc") {
+                    pids.extend(
+                        entries
+                            .flatten()
+                            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()),
+                    );
+                }
+            }
+        }
+        pids
+    }
+
     pub fn is_live(&self, id: &str) -> bool {
         lock(&self.live).contains_key(id)
     }
@@ -343,6 +364,24 @@ fn remove_tree(dir: &Path) {
         }
     }
     let _ = fs::remove_dir(dir);
+}
+
+/// The processes of `dir` and of the cgroups below it (depth-bounded against a loop).
+fn collect_cgroup_pids(dir: &Path, pids: &mut Vec<u32>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_cgroup_pids(&entry.path(), pids, depth + 1);
+        }
+    }
 }
 
 /// The cgroup v2 path of a process (`0::/path` in /proc/PID/cgroup).

@@ -17,11 +17,18 @@ pub struct Daemon {
     cgroup_parent: String,
     pub dir: PathBuf,
     pub socket: PathBuf,
+    /// The LLM proxy's address (`127.0.0.1:PORT`), when the config enables it.
+    pub proxy: Option<String>,
 }
 
 impl Daemon {
     /// Starts agentshd with `policy` (YAML text) and waits until it is ready.
     pub fn start(dir: &Path, policy: &str) -> Self {
+        Self::start_with(dir, policy, "")
+    }
+
+    /// [`Self::start`] with more daemon config (YAML, top-level keys).
+    pub fn start_with(dir: &Path, policy: &str, extra_config: &str) -> Self {
         let config = dir.join("agentsh.yaml");
         std::fs::write(dir.join("policy.yaml"), policy).expect("write policy");
         // Unique per daemon, so tests running in parallel never share a cgroup parent.
@@ -33,7 +40,7 @@ impl Daemon {
         std::fs::write(
             &config,
             format!(
-                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n"
+                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n{extra_config}"
             ),
         )
         .expect("write config");
@@ -43,6 +50,7 @@ impl Daemon {
             socket: dir.join("agentsh.sock"),
             dir: dir.to_owned(),
             config,
+            proxy: None,
         };
         daemon.wait_ready();
         daemon
@@ -54,6 +62,11 @@ impl Daemon {
         out.read_line(&mut line).expect("read agentshd's stdout");
         assert!(line.starts_with("agentshd: ready"), "{line}");
         assert!(line.contains("sessions by cgroup"), "{line}");
+        self.proxy = line
+            .split("LLM proxy on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
     }
 
     pub fn restart_after_kill9(&mut self) {

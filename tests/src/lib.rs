@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod daemon;
+pub mod llm;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

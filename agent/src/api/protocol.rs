@@ -231,6 +231,16 @@ pub struct SessionCreateArgs {
 pub struct SessionCreated {
     pub session: SessionRecord,
     pub launcher: LauncherSettings,
+    /// The daemon's LLM proxy, when it serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyEndpoints>,
+}
+
+/// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyEndpoints {
+    pub anthropic_base_url: String,
+    pub openai_base_url: String,
 }
 
 /// What the launcher shims of a session need.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsh::api::client::default_socket_path;
-use agentsh::api::protocol::{CustomServerSetting, LauncherSettings};
+use agentsh::api::protocol::{CustomServerSetting, LauncherSettings, ProxyEndpoints};
 use agentsh::audit::{Action, Event, EventKind, EventSink};
 use agentsh::config::{self, DaemonConfig};
 use agentsh::daemon::{self, Daemon, Listener, Settings};
@@ -185,6 +185,22 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     let resumed = daemon
         .resume_sessions()
         .context("resuming the sessions of the last run")?;
+    let proxy = agentsh::proxy::start(Arc::clone(&daemon), &config.proxy, &config.state_dir)
+        .context("starting the LLM proxy")?;
+    let proxy_line = match &proxy {
+        Some(running) => {
+            let _ = daemon.proxy.set(ProxyEndpoints {
+                anthropic_base_url: running.anthropic_base_url(),
+                openai_base_url: running.openai_base_url(),
+            });
+            format!(
+                "LLM proxy on http://{} (mode {})",
+                running.addr,
+                config.proxy.mode.as_str()
+            )
+        }
+        None => "no LLM proxy (proxy.listen is not set)".to_owned(),
+    };
     let listener = Arc::new(listener);
     {
         let daemon = Arc::clone(&daemon);
@@ -218,7 +234,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         Tracking::Process => "process ancestry".to_owned(),
     };
     say!(
-        "agentshd: ready: socket {}, policy {}, state {}, sessions by {tracking}; {kernel}",
+        "agentshd: ready: socket {}, policy {}, state {}, sessions by {tracking}; {kernel}; {proxy_line}",
         socket.display(),
         config.policy.display(),
         config.state_dir.display(),

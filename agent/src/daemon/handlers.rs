@@ -369,10 +369,7 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
 /// The engine session for a peer's verdicts. A shim outside any session gets its user's
 /// unmanaged session, recorded the first time it is used.
 fn verdict_session(daemon: &Daemon, peer: &Peer) -> std::sync::Arc<crate::engine::Session> {
-    if peer.session.is_none() {
-        daemon.note_unmanaged(&peer.verdict_session, peer);
-    }
-    daemon.engine.session(Some(&peer.verdict_session))
+    daemon.verdict_session(peer.session.as_deref(), &peer.verdict_session, peer.uid)
 }
 
 /// Whether the peer may read this session.
@@ -518,6 +515,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
     ok(&SessionCreated {
         session: record.without_policy_text(),
         launcher: daemon.settings.launcher.clone(),
+        proxy: daemon.proxy.get().cloned(),
     })
 }
 

@@ -9,12 +9,12 @@ mod server;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use peer::Peer;
 pub use server::{Listener, serve};
 
-use crate::api::protocol::{LauncherSettings, Reloaded};
+use crate::api::protocol::{LauncherSettings, ProxyEndpoints, Reloaded};
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::{Engine, Rules};
 use crate::session::{Placement, Sessions};
@@ -42,6 +42,8 @@ pub struct Daemon {
     pub policy_path: PathBuf,
     /// Unmanaged sessions already recorded.
     pub unmanaged: Mutex<HashSet<String>>,
+    /// The LLM proxy's endpoints, once it listens.
+    pub proxy: OnceLock<ProxyEndpoints>,
     /// This run of the daemon, told at hello: a shim that sees it change knows the daemon
     /// restarted and has forgotten what its servers listed.
     pub instance: String,
@@ -64,6 +66,7 @@ impl Daemon {
             limitations,
             policy_path,
             unmanaged: Mutex::default(),
+            proxy: OnceLock::new(),
             instance: crate::session::new_id(),
         }
     }
@@ -162,8 +165,22 @@ impl Daemon {
         }
     }
 
-    /// Records the unmanaged session of a shim's user the first time it asks.
-    fn note_unmanaged(&self, id: &str, peer: &Peer) {
+    /// The engine session a client's verdicts are for: its live session, or (outside every
+    /// session) its user's unmanaged one, recorded the first time it is used.
+    pub fn verdict_session(
+        &self,
+        session: Option<&str>,
+        verdict_session: &str,
+        uid: u32,
+    ) -> Arc<crate::engine::Session> {
+        if session.is_none() {
+            self.note_unmanaged(verdict_session, uid);
+        }
+        self.engine.session(Some(verdict_session))
+    }
+
+    /// Records the unmanaged session of a user the first time one of their processes asks.
+    fn note_unmanaged(&self, id: &str, uid: u32) {
         // Asked on every verdict of such a shim: the known case must not allocate.
         let first = self
             .unmanaged
@@ -173,11 +190,12 @@ impl Daemon {
         if !first || matches!(self.log.session(id), Ok(Some(_))) {
             return;
         }
+        let user = peer::user_name(uid);
         let record = SessionRecord {
             id: id.to_owned(),
-            name: Some(format!("shims of {} outside agentshctl run", peer.user)),
-            owner_uid: peer.uid,
-            owner: peer.user.clone(),
+            name: Some(format!("processes of {user} outside agentshctl run")),
+            owner_uid: uid,
+            owner: user,
             command: Vec::new(),
             cgroup: None,
             placement: None,

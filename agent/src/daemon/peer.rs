@@ -51,10 +51,7 @@ impl Peer {
         } else {
             Role::User
         };
-        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or_else(|| format!("uid {uid}"), |u| u.name);
+        let user = user_name(uid);
         let verdict_session = session.clone().unwrap_or_else(|| unmanaged_session(uid));
         Ok(Self {
             pid,
@@ -70,6 +67,14 @@ impl Peer {
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
     }
+}
+
+/// A user's name, or `uid N` when the user database does not know it.
+pub fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name)
 }
 
 /// The implicit session of a user's shims that run outside `agentshctl run`.

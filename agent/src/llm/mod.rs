@@ -15,9 +15,11 @@
 //!   bound) is judged as unreadable, and the judge blocks it: fail closed.
 
 pub mod anthropic;
+pub mod dlp;
 pub mod host_names;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod request;
 pub mod sse;
 #[cfg(test)]
 mod test_judge;

@@ -1,3 +1,235 @@
-//! The LLM proxy.
+//! The LLM proxy agentshd serves on `proxy.listen`: plain HTTP on loopback, one pooled client
+//! to the providers. Each connection's session comes from the kernel (the process holding the
+//! client's socket, and its cgroup); each tool call in a response passes the engine before the
+//! agent sees it.
+//!
+//! `agentshctl run --no-kernel` points the agent's SDKs here (ANTHROPIC_BASE_URL,
+//! OPENAI_BASE_URL); the transparent path hands its decrypted connections to the same
+//! [`Proxy::exchange`].
 
+mod body;
 pub mod encoding;
+mod exchange;
+mod judge;
+pub mod peer;
+mod record;
+pub mod route;
+mod store;
+pub mod upstream;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::config::ProxyConfig;
+use crate::daemon::Daemon;
+use crate::llm::Limits;
+use crate::llm::dlp::Redactor;
+use crate::llm::host_names::ToolNamePattern;
+use crate::store::BodyStore;
+pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX};
+use upstream::{Upstream, UpstreamError};
+
+/// How often stored bodies past their retention are removed.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Why the proxy cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("proxy.listen {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("the proxy's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("stored bodies: {0}")]
+    Bodies(#[from] crate::store::StoreError),
+}
+
+/// The proxy, shared by its connections.
+pub struct Proxy {
+    daemon: Arc<Daemon>,
+    config: ProxyConfig,
+    upstream: Upstream,
+    patterns: Arc<[ToolNamePattern]>,
+    limits: Limits,
+    redactor: Option<Redactor>,
+    bodies: BodyStore,
+    local: SocketAddr,
+}
+
+/// A running proxy.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub addr: SocketAddr,
+}
+
+impl Running {
+    /// What Anthropic's SDKs take as ANTHROPIC_BASE_URL.
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}{ANTHROPIC_PREFIX}", self.addr)
+    }
+
+    /// What OpenAI's SDKs take as OPENAI_BASE_URL (their paths start below /v1).
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}{OPENAI_PREFIX}/v1", self.addr)
+    }
+}
+
+/// Starts the proxy on its own runtime thread. `None` when config does not enable it.
+pub fn start(
+    daemon: Arc<Daemon>,
+    config: &ProxyConfig,
+    state_dir: &Path,
+) -> Result<Option<Running>, ProxyError> {
+    let Some(addr) = config.listen else {
+        return Ok(None);
+    };
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| ProxyError::Bind { addr, source })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| ProxyError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ProxyError::Bind { addr, source })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("proxy")
+        .enable_all()
+        .build()
+        .map_err(ProxyError::Runtime)?;
+    // The client spawns its connection tasks on the runtime it is built in.
+    let upstream = {
+        let _guard = runtime.enter();
+        upstream::client(&config.extra_roots)?
+    };
+    let bodies = BodyStore::open(state_dir, config.bodies.clone())?;
+    let redactor = matches!(
+        (config.mode, config.dlp.mode),
+        (
+            crate::config::ProxyMode::Embedded,
+            crate::config::DlpMode::Redact
+        )
+    )
+    .then(|| {
+        Redactor::new(
+            config
+                .dlp
+                .custom_patterns
+                .iter()
+                .map(|p| (p.name.clone(), p.regex.clone())),
+        )
+    });
+    let proxy = Arc::new(Proxy {
+        daemon,
+        patterns: config.tool_names.clone().into(),
+        config: config.clone(),
+        upstream,
+        limits: Limits::default(),
+        redactor,
+        bodies,
+        local,
+    });
+    std::thread::Builder::new()
+        .name("proxy".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => proxy.serve(listener).await,
+                    Err(err) => eprintln!("agentshd: proxy: cannot listen: {err}"),
+                }
+            });
+        })
+        .map_err(ProxyError::Runtime)?;
+    Ok(Some(Running { addr: local }))
+}
+
+impl Proxy {
+    async fn serve(self: Arc<Self>, listener: TcpListener) {
+        tokio::spawn(Arc::clone(&self).prune_bodies());
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    tokio::spawn(Arc::clone(&self).connection(stream, peer));
+                }
+                Err(err) => {
+                    // Out of descriptors, mostly: wait rather than spin.
+                    eprintln!("agentshd: proxy: accept: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Removes stored bodies past their retention, at start and then hourly.
+    async fn prune_bodies(self: Arc<Self>) {
+        let mut every = tokio::time::interval(PRUNE_EVERY);
+        loop {
+            every.tick().await;
+            let proxy = Arc::clone(&self);
+            let pruned = tokio::task::spawn_blocking(move || {
+                proxy.bodies.prune(std::time::SystemTime::now())
+            })
+            .await;
+            match pruned {
+                Ok(Ok(report)) => {
+                    for failed in report.failed {
+                        eprintln!("agentshd: proxy: stored bodies: cannot remove {failed}");
+                    }
+                }
+                Ok(Err(err)) => eprintln!("agentshd: proxy: stored bodies: {err}"),
+                Err(err) => eprintln!("agentshd: proxy: stored bodies: {err}"),
+            }
+        }
+    }
+
+    /// One client connection: its session first (refused when it cannot be told), then HTTP.
+    async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let (local, daemon) = (self.local, Arc::clone(&self.daemon));
+        let identified =
+            tokio::task::spawn_blocking(move || peer::identify(local, peer, &daemon.sessions))
+                .await;
+        let client = match identified {
+            Ok(Ok(client)) => client,
+            Ok(Err(err)) => {
+                eprintln!("agentshd: proxy: refusing {peer}: its session cannot be told: {err}");
+                return;
+            }
+            Err(err) => {
+                eprintln!("agentshd: proxy: refusing {peer}: {err}");
+                return;
+            }
+        };
+        let session = self.daemon.verdict_session(
+            client.session.as_deref(),
+            &client.verdict_session,
+            client.uid,
+        );
+        let service = service_fn(move |request| {
+            let proxy = Arc::clone(&self);
+            let session = Arc::clone(&session);
+            async move { Ok::<_, Infallible>(proxy.exchange(request, session).await) }
+        });
+        let served = http1::Builder::new()
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+        if let Err(err) = served
+            && !err.is_incomplete_message()
+        {
+            eprintln!("agentshd: proxy: connection from {peer}: {err}");
+        }
+    }
+}

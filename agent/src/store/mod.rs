@@ -6,13 +6,16 @@
 //!   owned by one process (the daemon) for its lifetime.
 //! - [`BodyStore`] (`bodies/`): LLM request and response bodies kept for audit, one file each,
 //!   in per-day directories removed after the retention period.
+//! - [`link_calls`]: which tools/call executed which tool call a model asked for.
 
 mod bodies;
 mod events;
+mod links;
 mod pins;
 
 pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
 pub use events::{EventLog, EventQuery, SessionRecord};
+pub use links::{LINK_WINDOW, link_calls};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
 
 /// Creates the state dir (and its parents) readable by its owner only: pins and the audit

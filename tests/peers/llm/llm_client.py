@@ -317,7 +317,10 @@ def main(argv=None):
     p.add_argument("--n", type=int, help="chat: the n parameter (choices wanted)")
     p.add_argument("--api-key", default="sk-test")
     p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an extra request header")
+    p.add_argument("--prompt-suffix", default="", help="appended to the user prompt (e.g. a secret for DLP tests)")
     args = p.parse_args(argv)
+    global USER_PROMPT
+    USER_PROMPT = USER_PROMPT + args.prompt_suffix
 
     headers = {"x-fake-scenario": args.scenario}
     if args.encoding:

@@ -13,7 +13,7 @@ use agentsh::api::protocol::{
 };
 use agentsh::audit::{Action, Event, EventKind};
 use agentsh::config::Severity;
-use agentsh::store::EventQuery;
+use agentsh::store::{EventQuery, link_calls};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
@@ -78,7 +78,7 @@ fn query_of(filters: &Filters, view: View) -> EventQuery {
                 EventKind::McpDetection,
                 EventKind::McpToolCalled,
             ],
-            View::Calls => vec![EventKind::McpToolCalled],
+            View::Calls => vec![EventKind::McpToolCalled, EventKind::McpToolCallIntercepted],
             View::Detections => vec![
                 EventKind::McpDetection,
                 EventKind::McpOutputInspection,
@@ -108,14 +108,16 @@ fn query_of(filters: &Filters, view: View) -> EventQuery {
 
 pub fn events(socket: &Path, filters: &Filters, view: View) -> Result<ExitCode> {
     let mut client = Client::connect(socket)?;
-    let events: Vec<Event> = client.call(
-        ops::EVENTS,
-        &EventsArgs {
-            query: query_of(filters, view),
-        },
-    )?;
+    let mut query = query_of(filters, view);
+    if let View::Calls = view {
+        // Linked over the whole trail; the action filter and the limit apply to the result.
+        query.action = None;
+        query.limit = None;
+    }
+    let events: Vec<Event> = client.call(ops::EVENTS, &EventsArgs { query })?;
     match view {
-        View::Calls | View::Events | View::Detections => print_events(&events, filters.json, view),
+        View::Calls => print_calls(&events, filters),
+        View::Events | View::Detections => print_events(&events, filters.json, view),
         View::Tools => print_tools(&events, filters.json),
         View::Servers => print_servers(&events, filters.json),
     }
@@ -157,6 +159,87 @@ fn print_events(events: &[Event], as_json: bool, view: View) {
             event.reason
         );
     }
+}
+
+/// Calls, each with its other half: the execution an intercepted call led to, or the
+/// interception an execution came from (`null`: none).
+fn print_calls(events: &[Event], filters: &Filters) {
+    let links = link_calls(events);
+    let mut shown: Vec<(usize, &Event)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| filters.action.is_none_or(|a| e.action == a))
+        .collect();
+    if let Some(limit) = filters.limit {
+        shown.drain(..shown.len().saturating_sub(limit));
+    }
+    let partner = |index: usize| links[index].map(|other| &events[other]);
+    if filters.json {
+        for (index, event) in shown {
+            let mut line = serde_json::to_value(event).unwrap_or_default();
+            let field = match event.event {
+                EventKind::McpToolCallIntercepted => "executed",
+                _ => "intercepted",
+            };
+            if let Value::Object(map) = &mut line {
+                map.insert(
+                    field.to_owned(),
+                    partner(index).map_or(Value::Null, link_summary),
+                );
+            }
+            println!("{line}");
+        }
+        return;
+    }
+    println!(
+        "{:<20} {:<14} {:<10} {:<16} {:<20} {:<6} {:<22} REASON",
+        "TIME", "SESSION", "SEEN BY", "SERVER", "TOOL", "ACTION", "LINK"
+    );
+    for (index, event) in shown {
+        let (seen_by, link) = match (event.event, partner(index)) {
+            (EventKind::McpToolCallIntercepted, Some(e)) => {
+                ("llm", format!("executed (seq {})", seq(e)))
+            }
+            (EventKind::McpToolCallIntercepted, None) => ("llm", "not executed".to_owned()),
+            (_, Some(e)) => ("shim", format!("asked by the model ({})", seq(e))),
+            (_, None) => ("shim", "-".to_owned()),
+        };
+        println!(
+            "{:<20} {:<14} {:<10} {:<16} {:<20} {:<6} {:<22} {}",
+            time(event),
+            short_session(event),
+            seen_by,
+            event.server,
+            event.tool.as_deref().unwrap_or("-"),
+            event.action.to_string(),
+            link,
+            event.reason
+        );
+    }
+}
+
+fn seq(event: &Event) -> String {
+    event.seq.map_or_else(|| "-".to_owned(), |s| s.to_string())
+}
+
+/// The other half of a linked call, in brief.
+fn link_summary(event: &Event) -> Value {
+    let mut summary = json!({
+        "seq": event.seq,
+        "timestamp": humantime::format_rfc3339_micros(event.timestamp).to_string(),
+        "event": event.event.as_str(),
+        "action": event.action,
+        "rule": event.rule,
+        "reason": event.reason,
+    });
+    if let (Value::Object(map), Value::Object(details)) = (&mut summary, &event.details) {
+        for key in ["dialect", "request_id", "call_id", "name"] {
+            if let Some(value) = details.get(key) {
+                map.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+    summary
 }
 
 #[derive(Default)]

@@ -1,4 +1,4 @@
-//! `agentshctl run [--policy FILE] [--name NAME] -- CMD ARGS...`: start an agent in a session.
+//! `agentshctl run [--policy FILE] [--name NAME] [--no-kernel] -- CMD ARGS...`: start an agent in a session.
 //!
 //! The launcher forks; the child waits on a pipe while agentshd creates the session and moves
 //! the child into its cgroup; then the child drops to the invoking user (when started through
@@ -35,6 +35,10 @@ pub struct Args {
     /// Do not put launcher shims on the agent's PATH.
     #[arg(long)]
     no_launchers: bool,
+    /// Without kernel redirection (containers, hosts without BPF): point the agent's SDKs at
+    /// agentshd's LLM proxy through ANTHROPIC_BASE_URL and OPENAI_BASE_URL.
+    #[arg(long)]
+    no_kernel: bool,
     /// The agent and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -115,6 +119,14 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             },
         )
         .map_err(anyhow::Error::from);
+    let created = created.and_then(|created| {
+        if args.no_kernel && created.proxy.is_none() {
+            bail!(
+                "--no-kernel needs agentshd's LLM proxy, and it serves none: set proxy.listen in its config"
+            );
+        }
+        Ok(created)
+    });
     let created = match created {
         Ok(created) => created,
         Err(err) => {
@@ -143,6 +155,14 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         message.push_str(&dir.display().to_string());
     }
     message.push('\n');
+    if let (true, Some(proxy)) = (args.no_kernel, &created.proxy) {
+        for (name, value) in [
+            ("ANTHROPIC_BASE_URL", &proxy.anthropic_base_url),
+            ("OPENAI_BASE_URL", &proxy.openai_base_url),
+        ] {
+            message.push_str(&format!("{name}={value}\n"));
+        }
+    }
     eprintln!(
         "agentshctl: session {} started{}",
         session.id,
@@ -232,6 +252,10 @@ fn child_main(
     let session = lines.next().unwrap_or_default().to_owned();
     let socket = lines.next().unwrap_or_default().to_owned();
     let launcher_dir = lines.next().filter(|l| !l.is_empty()).map(str::to_owned);
+    let environment: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
 
     // SAFETY (all set_var calls): the child is single-threaded.
     unsafe {
@@ -245,6 +269,9 @@ fn child_main(
                 std::env::set_var("PATH", joined);
             }
             std::env::set_var("AGENTSH_LAUNCHER_DIR", dir);
+        }
+        for (name, value) in &environment {
+            std::env::set_var(name, value);
         }
     }
     if let Some(user) = target

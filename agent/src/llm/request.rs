@@ -1,0 +1,170 @@
+//! What the proxy reads from a request to a provider: the model, whether the answer streams,
+//! and whether the user asked something new (a new turn for the cross-server rules) or the
+//! request only carries tool results back to the model (the same turn).
+//!
+//! Message contents are skipped unparsed except the last one's: conversation histories run to
+//! megabytes and this is on every request's path.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::Dialect;
+
+/// A request's facts, as far as the proxy needs them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestFacts {
+    pub model: Option<String>,
+    pub stream: bool,
+    /// The last input is the user's own words, not tool results.
+    pub new_turn: bool,
+}
+
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    /// Anthropic Messages, OpenAI Chat Completions.
+    #[serde(default, borrow)]
+    messages: Option<Vec<Message<'a>>>,
+    /// OpenAI Responses: a string, or a list of items.
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+/// Reads a request body of `dialect`; `None` when it is not a JSON object of that shape.
+pub fn facts(dialect: Dialect, body: &[u8]) -> Option<RequestFacts> {
+    let body: Body = serde_json::from_slice(body).ok()?;
+    let new_turn = match dialect {
+        Dialect::AnthropicMessages => {
+            body.messages
+                .as_deref()
+                .and_then(<[_]>::last)
+                .is_some_and(|last| {
+                    last.role.as_deref() == Some("user") && !only_tool_results(last.content)
+                })
+        }
+        Dialect::OpenAiChat => body
+            .messages
+            .as_deref()
+            .and_then(<[_]>::last)
+            .is_some_and(|last| last.role.as_deref() == Some("user")),
+        Dialect::OpenAiResponses => body.input.is_some_and(responses_new_turn),
+    };
+    Some(RequestFacts {
+        model: body.model,
+        stream: body.stream.unwrap_or(false),
+        new_turn,
+    })
+}
+
+/// Anthropic: a user message whose content blocks are all `tool_result` carries results back.
+fn only_tool_results(content: Option<&RawValue>) -> bool {
+    let Some(content) = content else {
+        return false;
+    };
+    match serde_json::from_str::<Vec<Block>>(content.get()) {
+        Ok(blocks) => {
+            !blocks.is_empty()
+                && blocks
+                    .iter()
+                    .all(|b| b.kind.as_deref() == Some("tool_result"))
+        }
+        // A plain string is the user's words.
+        Err(_) => false,
+    }
+}
+
+/// Responses: a string input, or a last item that is a user message (not a
+/// `function_call_output` or another tool's output).
+fn responses_new_turn(input: &RawValue) -> bool {
+    if input.get().trim_start().starts_with('"') {
+        return true;
+    }
+    let Ok(items) = serde_json::from_str::<Vec<Message>>(input.get()) else {
+        return false;
+    };
+    items.last().is_some_and(|last| {
+        last.role.as_deref() == Some("user")
+            && matches!(last.kind.as_deref(), None | Some("message"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(dialect: Dialect, body: &str) -> bool {
+        facts(dialect, body.as_bytes()).unwrap().new_turn
+    }
+
+    #[test]
+    fn anthropic_turns() {
+        let a = Dialect::AnthropicMessages;
+        let f = facts(
+            a,
+            br#"{"model":"claude-x","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            RequestFacts {
+                model: Some("claude-x".into()),
+                stream: true,
+                new_turn: true
+            }
+        );
+        assert!(turn(
+            a,
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#
+        ));
+        let results = r#"{"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}"#;
+        assert!(!turn(a, results));
+        // A result with words of the user beside it is a new question.
+        assert!(turn(
+            a,
+            r#"{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"},{"type":"text","text":"now this"}]}]}"#
+        ));
+        assert!(!turn(a, r#"{"messages":[]}"#));
+        assert!(facts(a, b"[1]").is_none());
+        assert!(facts(a, b"{").is_none());
+    }
+
+    #[test]
+    fn openai_turns() {
+        let c = Dialect::OpenAiChat;
+        assert!(turn(c, r#"{"messages":[{"role":"user","content":"hi"}]}"#));
+        assert!(!turn(
+            c,
+            r#"{"messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"c","content":"ok"}]}"#
+        ));
+        let r = Dialect::OpenAiResponses;
+        assert!(turn(r, r#"{"input":"hi","stream":false}"#));
+        assert!(turn(
+            r,
+            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}"#
+        ));
+        assert!(!turn(
+            r,
+            r#"{"input":[{"type":"function_call_output","call_id":"c","output":"ok"}]}"#
+        ));
+        assert!(!turn(r, r#"{"model":"m"}"#));
+    }
+}

@@ -1,0 +1,209 @@
+//! Response bodies going back to the agent.
+//!
+//! [`Intercepted`] drives the SSE interceptor as upstream frames arrive: each frame is decoded,
+//! pushed through the dialect's stream, and whatever it releases goes out at once (text
+//! deltas are never held). When upstream ends, fails, or sends bytes that do not decode, the
+//! interceptor finishes: held tool calls are blocked and the stream ends well formed.
+//! [`Observed`] passes a body through untouched, counting it for the record.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use super::encoding::Decoder;
+use super::judge::ProxyJudge;
+use super::record::Record;
+use super::store::Capture;
+use crate::llm::Stream;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed response, intercepted.
+pub struct Intercepted {
+    upstream: Incoming,
+    decoder: Option<Decoder>,
+    stream: Stream,
+    judge: ProxyJudge,
+    record: Record,
+    capture: Capture,
+    /// Decoded upstream bytes (reused).
+    plain: Vec<u8>,
+    done: bool,
+}
+
+impl Intercepted {
+    pub fn new(
+        upstream: Incoming,
+        decoder: Option<Decoder>,
+        stream: Stream,
+        judge: ProxyJudge,
+        record: Record,
+        capture: Capture,
+    ) -> Self {
+        Self {
+            upstream,
+            decoder,
+            stream,
+            judge,
+            record,
+            capture,
+            plain: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Upstream bytes in, what to forward out.
+    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let plain = match &mut self.decoder {
+            None => data,
+            Some(decoder) => {
+                self.plain.clear();
+                decoder
+                    .push(data, &mut self.plain)
+                    .map_err(|e| format!("the response does not decode: {e}"))?;
+                &self.plain
+            }
+        };
+        self.capture.response(plain);
+        self.stream.push(plain, &mut self.judge, out);
+        Ok(())
+    }
+
+    /// Upstream ended (`problem`: how, when not normally); the stream ends well formed.
+    fn end(&mut self, problem: Option<String>, out: &mut Vec<u8>) {
+        let mut problem = problem;
+        if problem.is_none()
+            && let Some(decoder) = &mut self.decoder
+        {
+            self.plain.clear();
+            match decoder.finish(&mut self.plain) {
+                Ok(()) => {
+                    self.capture.response(&self.plain);
+                    self.stream.push(&self.plain, &mut self.judge, out);
+                }
+                Err(e) => problem = Some(format!("the response does not decode: {e}")),
+            }
+        }
+        self.stream.finish(&mut self.judge, out);
+        self.done = true;
+        let broken = self.stream.is_broken();
+        self.record.calls = self.judge.calls;
+        self.record.blocked = self.judge.blocked;
+        self.capture.finish(&mut self.record);
+        match (problem, broken) {
+            (Some(why), _) => self.record.finish(&format!("stream cut: {why}"), true),
+            (None, true) => self.record.finish(
+                "the upstream stream was malformed or truncated; ended well formed",
+                true,
+            ),
+            (None, false) => self.record.finish("completed", false),
+        }
+    }
+}
+
+impl Body for Intercepted {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let mut out = Vec::new();
+        while !this.done {
+            let next = ready!(Pin::new(&mut this.upstream).poll_frame(cx));
+            match next {
+                Some(Ok(frame)) => {
+                    // Trailers carry no tool calls; they are dropped (the client gets chunked
+                    // data only).
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    this.record.response_bytes += data.len() as u64;
+                    if let Err(why) = this.feed(&data, &mut out) {
+                        this.end(Some(why), &mut out);
+                    }
+                }
+                Some(Err(err)) => this.end(Some(format!("upstream failed: {err}")), &mut out),
+                None => this.end(None, &mut out),
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+        }
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+/// A body passed through as it is, counted (and captured) for the record.
+pub struct Observed {
+    upstream: Incoming,
+    record: Record,
+    capture: Capture,
+    done: bool,
+}
+
+impl Observed {
+    pub fn new(upstream: Incoming, record: Record, capture: Capture) -> Self {
+        Self {
+            upstream,
+            record,
+            capture,
+            done: false,
+        }
+    }
+
+    fn end(&mut self, outcome: &str, failed: bool) {
+        self.done = true;
+        self.capture.finish(&mut self.record);
+        self.record.finish(outcome, failed);
+    }
+}
+
+impl Body for Observed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match ready!(Pin::new(&mut this.upstream).poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    this.record.response_bytes += data.len() as u64;
+                    this.capture.response(data);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(err)) => {
+                let why = format!("upstream failed: {err}");
+                this.end(&why, true);
+                Poll::Ready(Some(Err(why.into())))
+            }
+            None => {
+                this.end("completed", false);
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.upstream.size_hint()
+    }
+}

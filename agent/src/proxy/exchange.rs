@@ -1,0 +1,465 @@
+//! One request to a provider and its response.
+//!
+//! The request is read whole (bounded), redacted in `embedded` mode, and sent upstream asking
+//! only for encodings the proxy can decode. A response of a tool-calling endpoint is
+//! intercepted: a stream as it flows, a JSON body once complete. Whatever the proxy cannot
+//! read there (an unknown encoding, a body that does not parse, one past the bound) is
+//! refused, never passed. Other endpoints, error statuses and `disabled` mode pass as they
+//! are, recorded.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::Proxy;
+use super::body::{BoxError, Intercepted, Observed};
+use super::encoding::{self, Coding, Decoder};
+use super::judge::ProxyJudge;
+use super::record::Record;
+use super::route::{Provider, Route};
+use super::store::Capture;
+use crate::config::ProxyMode;
+use crate::engine::Session;
+use crate::llm::{self, Dialect, Stream};
+
+pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A request body past this is refused (conversation histories run to megabytes, not this).
+const MAX_REQUEST_BYTES: usize = 64 << 20;
+/// A buffered response body, decoded, past this is refused rather than passed unread.
+const MAX_RESPONSE_BYTES: u64 = 64 << 20;
+/// Where the exchange's id is told to the client.
+const REQUEST_ID_HEADER: &str = "x-agentsh-request-id";
+
+impl Proxy {
+    /// Answers one request of a client of `session`.
+    pub async fn exchange(
+        &self,
+        request: Request<Incoming>,
+        session: Arc<Session>,
+    ) -> Response<ResponseBody> {
+        let request_id = crate::session::new_id();
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let route = Route::of(&path, request.headers());
+        let mut record = Record::new(
+            Arc::clone(&self.daemon.engine),
+            session,
+            request_id.clone(),
+            route.provider,
+            request.method().as_str(),
+            &route.path_and_query,
+        );
+        record.dialect = route.dialect;
+        record
+            .extra
+            .insert("mode".into(), json!(self.config.mode.as_str()));
+        let mut response = match self.forward(request, &route, &mut record).await {
+            Ok(response) => response,
+            Err(refusal) => {
+                record.finish(&refusal.reason, true);
+                error_response(route.provider, refusal.status, &refusal.reason)
+            }
+        };
+        if let Ok(value) = HeaderValue::from_str(&request_id) {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(REQUEST_ID_HEADER), value);
+        }
+        response
+    }
+
+    async fn forward(
+        &self,
+        request: Request<Incoming>,
+        route: &Route,
+        record: &mut Record,
+    ) -> Result<Response<ResponseBody>, Refusal> {
+        let intercepting = self.config.mode != ProxyMode::Disabled && route.dialect.is_some();
+        let (head, body) = request.into_parts();
+        let body = Limited::new(body, MAX_REQUEST_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the request body cannot be read (limit {MAX_REQUEST_BYTES} bytes): {e}"
+                    ),
+                )
+            })?
+            .to_bytes();
+        let mut headers = head.headers;
+        let body = self.prepare_request(route, &mut headers, body, record)?;
+        record.request_bytes = body.len() as u64;
+        if let Some(facts) = route.dialect.and_then(|d| llm::request::facts(d, &body)) {
+            record.model = facts.model;
+            if intercepting && facts.new_turn {
+                record.engine().new_turn(record.session());
+            }
+        }
+        let mut capture = Capture::open(&self.bodies, &record.request_id);
+        capture.request(&body);
+
+        let base = match route.provider {
+            Provider::Anthropic => &self.config.anthropic_upstream,
+            Provider::OpenAi => &self.config.openai_upstream,
+        };
+        let url = route.upstream_url(base);
+        strip_hop_by_hop(&mut headers);
+        headers.remove(header::HOST);
+        headers.remove(header::CONTENT_LENGTH);
+        if intercepting {
+            let accepted = headers
+                .get(header::ACCEPT_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let ask = encoding::accept_encoding(accepted.as_deref());
+            if let Ok(value) = HeaderValue::from_str(&ask) {
+                headers.insert(header::ACCEPT_ENCODING, value);
+            }
+        }
+        let mut upstream_request = Request::builder()
+            .method(head.method)
+            .uri(&url)
+            .body(Full::new(body))
+            .map_err(|e| {
+                Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
+            })?;
+        *upstream_request.headers_mut() = headers;
+        let response =
+            self.upstream.request(upstream_request).await.map_err(|e| {
+                Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
+            })?;
+
+        let (mut head, upstream_body) = response.into_parts();
+        record.status = Some(head.status.as_u16());
+        strip_hop_by_hop(&mut head.headers);
+        let dialect = match route.dialect {
+            Some(dialect) if intercepting && head.status.is_success() => dialect,
+            // Errors carry no tool calls; other endpoints none either; `disabled` passes.
+            _ => {
+                let body = Observed::new(upstream_body, take(record), capture);
+                return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
+            }
+        };
+        let codings = content_codings(&head.headers)?;
+        if is_event_stream(&head.headers) {
+            record.streamed = true;
+            let decoder = (!codings.is_empty()).then(|| Decoder::new(&codings, MAX_RESPONSE_BYTES));
+            head.headers.remove(header::CONTENT_ENCODING);
+            head.headers.remove(header::CONTENT_LENGTH);
+            let judge = self.judge(dialect, record);
+            let body = Intercepted::new(
+                upstream_body,
+                decoder,
+                Stream::new(dialect, self.limits),
+                judge,
+                take(record),
+                capture,
+            );
+            return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
+        }
+        self.buffered(head, upstream_body, dialect, &codings, record, capture)
+            .await
+    }
+
+    /// A JSON response: read whole, decoded, judged; the original bytes when nothing changed.
+    async fn buffered(
+        &self,
+        mut head: http::response::Parts,
+        upstream_body: Incoming,
+        dialect: Dialect,
+        codings: &[Coding],
+        record: &mut Record,
+        mut capture: Capture,
+    ) -> Result<Response<ResponseBody>, Refusal> {
+        let limit = usize::try_from(MAX_RESPONSE_BYTES).unwrap_or(usize::MAX);
+        let raw = Limited::new(upstream_body, limit)
+            .collect()
+            .await
+            .map_err(|e| Refusal::bad_gateway(format!("the response body cannot be read: {e}")))?
+            .to_bytes();
+        record.response_bytes = raw.len() as u64;
+        let plain = if codings.is_empty() {
+            raw.clone()
+        } else {
+            Bytes::from(
+                encoding::decode_all(codings, &raw, MAX_RESPONSE_BYTES).map_err(|e| {
+                    Refusal::bad_gateway(format!("the response body does not decode: {e}"))
+                })?,
+            )
+        };
+        capture.response(&plain);
+        let mut judge = self.judge(dialect, record);
+        let rewritten = llm::rewrite_body(dialect, &plain, &mut judge);
+        record.calls = judge.calls;
+        record.blocked = judge.blocked;
+        capture.finish(record);
+        let body = match rewritten {
+            Ok(None) => raw,
+            Ok(Some(body)) => {
+                head.headers.remove(header::CONTENT_ENCODING);
+                Bytes::from(body)
+            }
+            Err(err) => {
+                return Err(Refusal::bad_gateway(format!(
+                    "the response cannot be checked for tool calls: {err}"
+                )));
+            }
+        };
+        head.headers.remove(header::CONTENT_LENGTH);
+        record.finish("completed", false);
+        Ok(Response::from_parts(head, full(body)))
+    }
+
+    /// The request as it goes upstream: decoded when it must be read, redacted in `embedded`.
+    fn prepare_request(
+        &self,
+        route: &Route,
+        headers: &mut HeaderMap,
+        body: Bytes,
+        record: &mut Record,
+    ) -> Result<Bytes, Refusal> {
+        let Some(redactor) = &self.redactor else {
+            return Ok(body);
+        };
+        let codings = content_codings(headers).map_err(|r| Refusal {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ..r
+        })?;
+        let body = if codings.is_empty() {
+            body
+        } else {
+            let plain =
+                encoding::decode_all(&codings, &body, MAX_REQUEST_BYTES as u64).map_err(|e| {
+                    Refusal::new(
+                        StatusCode::BAD_REQUEST,
+                        format!("the request body does not decode: {e}"),
+                    )
+                })?;
+            headers.remove(header::CONTENT_ENCODING);
+            Bytes::from(plain)
+        };
+        let redaction = redactor.redact_body(&body);
+        if redaction.findings.is_empty() {
+            return Ok(body);
+        }
+        let findings: Vec<Value> = redaction
+            .findings
+            .iter()
+            .map(|f| json!({"pattern": f.pattern, "location": f.location, "count": f.count}))
+            .collect();
+        let count: usize = redaction.findings.iter().map(|f| f.count).sum();
+        record.engine().record(
+            record.session(),
+            crate::audit::Event::new(
+                crate::audit::EventKind::LlmDlpRedaction,
+                route.provider.as_str(),
+                crate::audit::Action::Block,
+                format!(
+                    "{count} secret(s) redacted from a request to {}",
+                    route.provider.as_str()
+                ),
+            )
+            .rule("dlp")
+            .details(json!({"request_id": record.request_id, "findings": findings})),
+        );
+        record.extra.insert("redacted".into(), json!(count));
+        Ok(redaction.body.map_or(body, Bytes::from))
+    }
+
+    fn judge(&self, dialect: Dialect, record: &Record) -> ProxyJudge {
+        ProxyJudge::new(
+            Arc::clone(record.engine()),
+            Arc::clone(record.session()),
+            Arc::clone(&self.patterns),
+            dialect,
+            &record.request_id,
+        )
+    }
+}
+
+/// Why the proxy answers in place of the upstream.
+struct Refusal {
+    status: StatusCode,
+    reason: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, reason: String) -> Self {
+        Self { status, reason }
+    }
+
+    fn bad_gateway(reason: String) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, reason)
+    }
+}
+
+/// The record moves into the response body, which finishes it when the body ends.
+fn take(record: &mut Record) -> Record {
+    let placeholder = record.detached();
+    std::mem::replace(record, placeholder)
+}
+
+/// The upstream's codings, in the order applied; an unknown one is refused.
+fn content_codings(headers: &HeaderMap) -> Result<Vec<Coding>, Refusal> {
+    let mut codings = Vec::new();
+    for value in headers.get_all(header::CONTENT_ENCODING) {
+        let text = value.to_str().map_err(|_| {
+            Refusal::bad_gateway("the Content-Encoding header is not text".to_owned())
+        })?;
+        codings.extend(
+            encoding::parse_content_encoding(text)
+                .map_err(|e| Refusal::bad_gateway(format!("refusing the response: {e}")))?,
+        );
+    }
+    Ok(codings)
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// Headers for one connection only (RFC 9110 7.6.1), and those `Connection` names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}
+
+fn full(bytes: Bytes) -> ResponseBody {
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// An error in the provider's own shape, so the SDK reports it as an API error.
+fn error_response(provider: Provider, status: StatusCode, reason: &str) -> Response<ResponseBody> {
+    let message = format!("agentsh: {reason}");
+    let body = match provider {
+        Provider::Anthropic => json!({
+            "type": "error",
+            "error": {"type": "api_error", "message": message},
+        }),
+        Provider::OpenAi => json!({
+            "error": {"message": message, "type": "agentsh_error", "param": null, "code": null},
+        }),
+    };
+    let mut response = Response::new(full(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An error and its causes on one line (hyper's errors say little at the top).
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_go() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
+        headers.insert("x-secret", HeaderValue::from_static("1"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        headers.insert("x-api-key", HeaderValue::from_static("k"));
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-api-key"]);
+    }
+
+    #[test]
+    fn event_streams_by_content_type() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_event_stream(&headers));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Text/Event-Stream; charset=utf-8"),
+        );
+        assert!(is_event_stream(&headers));
+    }
+
+    #[test]
+    fn unknown_codings_are_refused() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        headers.append(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("compress"),
+        );
+        let Err(refusal) = content_codings(&headers) else {
+            panic!("compress was accepted")
+        };
+        assert_eq!(refusal.status, StatusCode::BAD_GATEWAY);
+        assert!(refusal.reason.contains("compress"), "{}", refusal.reason);
+    }
+
+    #[test]
+    fn errors_speak_the_provider_s_dialect() {
+        let anthropic = error_response(Provider::Anthropic, StatusCode::BAD_GATEWAY, "down");
+        assert_eq!(anthropic.status(), StatusCode::BAD_GATEWAY);
+        let openai = error_response(Provider::OpenAi, StatusCode::BAD_GATEWAY, "down");
+        assert_eq!(
+            openai.headers()[header::CONTENT_TYPE],
+            HeaderValue::from_static("application/json")
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Which provider a request is for, and where it goes upstream.
+//!
+//! `agentshctl run --no-kernel` gives each SDK its own prefix (`ANTHROPIC_BASE_URL=…/anthropic`,
+//! `OPENAI_BASE_URL=…/openai/v1`). A request without one goes by its path (`/v1/messages` is
+//! Anthropic's), then by its headers (`anthropic-version`, `x-api-key`), else to OpenAI.
+
+use http::HeaderMap;
+use url::Url;
+
+use crate::llm::Dialect;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAi => "openai",
+        }
+    }
+}
+
+/// Prefixes that name the provider; removed before the request goes upstream.
+pub const ANTHROPIC_PREFIX: &str = "/anthropic";
+pub const OPENAI_PREFIX: &str = "/openai";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub provider: Provider,
+    /// `Some` for the calls that answer with tool calls.
+    pub dialect: Option<Dialect>,
+    /// The path and query to ask upstream, below the upstream's base.
+    pub path_and_query: String,
+}
+
+impl Route {
+    pub fn of(path_and_query: &str, headers: &HeaderMap) -> Self {
+        let (provider, rest) = if let Some(rest) = strip_prefix(path_and_query, ANTHROPIC_PREFIX) {
+            (Provider::Anthropic, rest)
+        } else if let Some(rest) = strip_prefix(path_and_query, OPENAI_PREFIX) {
+            (Provider::OpenAi, rest)
+        } else {
+            (guess(path_and_query, headers), path_and_query)
+        };
+        let rest = if rest.is_empty() { "/" } else { rest };
+        let dialect = Dialect::of_path(rest).filter(|d| provider_of(*d) == provider);
+        Self {
+            provider,
+            dialect,
+            path_and_query: rest.to_owned(),
+        }
+    }
+
+    /// The upstream URL: the provider's base (which may carry a path) and this route's path.
+    pub fn upstream_url(&self, base: &Url) -> String {
+        let origin = base.origin().ascii_serialization();
+        let base_path = base.path().trim_end_matches('/');
+        format!("{origin}{base_path}{}", self.path_and_query)
+    }
+}
+
+fn strip_prefix<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with(['/', '?'])).then_some(rest)
+}
+
+fn provider_of(dialect: Dialect) -> Provider {
+    match dialect {
+        Dialect::AnthropicMessages => Provider::Anthropic,
+        Dialect::OpenAiChat | Dialect::OpenAiResponses => Provider::OpenAi,
+    }
+}
+
+fn guess(path: &str, headers: &HeaderMap) -> Provider {
+    if let Some(dialect) = Dialect::of_path(path) {
+        return provider_of(dialect);
+    }
+    let path = path.split('?').next().unwrap_or_default();
+    if path.starts_with("/v1/messages")
+        || headers.contains_key("anthropic-version")
+        || headers.contains_key("x-api-key")
+    {
+        Provider::Anthropic
+    } else {
+        Provider::OpenAi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(path: &str) -> Route {
+        Route::of(path, &HeaderMap::new())
+    }
+
+    #[test]
+    fn prefixes_name_the_provider() {
+        let r = route("/anthropic/v1/messages?beta=true");
+        assert_eq!(r.provider, Provider::Anthropic);
+        assert_eq!(r.dialect, Some(Dialect::AnthropicMessages));
+        assert_eq!(r.path_and_query, "/v1/messages?beta=true");
+        let r = route("/openai/v1/responses");
+        assert_eq!(
+            (r.provider, r.dialect),
+            (Provider::OpenAi, Some(Dialect::OpenAiResponses))
+        );
+        // `/anthropicx` is no prefix.
+        assert_eq!(
+            route("/anthropicx/v1/models").path_and_query,
+            "/anthropicx/v1/models"
+        );
+        // An OpenAI path under the Anthropic prefix is not intercepted as a dialect.
+        assert_eq!(route("/anthropic/v1/chat/completions").dialect, None);
+    }
+
+    #[test]
+    fn without_a_prefix_the_path_then_the_headers_decide() {
+        assert_eq!(route("/v1/messages").provider, Provider::Anthropic);
+        assert_eq!(
+            route("/v1/messages/count_tokens").provider,
+            Provider::Anthropic
+        );
+        assert_eq!(route("/v1/messages/count_tokens").dialect, None);
+        assert_eq!(
+            route("/v1/chat/completions").dialect,
+            Some(Dialect::OpenAiChat)
+        );
+        assert_eq!(route("/v1/models").provider, Provider::OpenAi);
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", "2023-06-01".parse().unwrap());
+        assert_eq!(
+            Route::of("/v1/models", &headers).provider,
+            Provider::Anthropic
+        );
+    }
+
+    #[test]
+    fn upstream_urls_keep_the_base_path() {
+        let r = route("/openai/v1/chat/completions?x=1");
+        let base = Url::parse("https://api.openai.com").unwrap();
+        assert_eq!(
+            r.upstream_url(&base),
+            "https://api.openai.com/v1/chat/completions?x=1"
+        );
+        let base = Url::parse("http://127.0.0.2:8080/gateway/").unwrap();
+        assert_eq!(
+            r.upstream_url(&base),
+            "http://127.0.0.2:8080/gateway/v1/chat/completions?x=1"
+        );
+    }
+}

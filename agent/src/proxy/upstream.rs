@@ -1,0 +1,122 @@
+//! The proxy's connections to the providers: one pooled HTTP/1.1 client, TLS verified against
+//! the system roots plus `tls.extra_roots`, plain HTTP only where config names an `http://`
+//! upstream (tests).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+/// The client every proxied request goes out on.
+pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Why the upstream client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("tls.extra_roots: {path}: {reason}")]
+    ExtraRoot { path: PathBuf, reason: String },
+    #[error(
+        "no trusted roots for upstream TLS: the system store is empty or unreadable ({0}) and tls.extra_roots adds none"
+    )]
+    NoRoots(String),
+    #[error("upstream TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Idle upstream connections are kept this long: a model request follows a tool result within
+/// seconds, and a new TLS handshake would cost more than the whole proxy hop.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// Builds the pooled client.
+pub fn client(extra_roots: &[PathBuf]) -> Result<Upstream, UpstreamError> {
+    let roots = roots(extra_roots)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    // Every event of a stream is a small write: Nagle would hold them back.
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(Duration::from_secs(30)));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .build(connector))
+}
+
+/// The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured) and the extra ones.
+fn roots(extra_roots: &[PathBuf]) -> Result<RootCertStore, UpstreamError> {
+    let mut store = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    // A bad certificate among hundreds in the system store is skipped, not fatal.
+    store.add_parsable_certificates(native.certs);
+    for path in extra_roots {
+        for cert in read_pem(path)? {
+            store.add(cert).map_err(|e| UpstreamError::ExtraRoot {
+                path: path.clone(),
+                reason: format!("not a usable CA certificate: {e}"),
+            })?;
+        }
+    }
+    if store.is_empty() {
+        let why = native
+            .errors
+            .first()
+            .map_or_else(|| "no certificates found".to_owned(), ToString::to_string);
+        return Err(UpstreamError::NoRoots(why));
+    }
+    Ok(store)
+}
+
+fn read_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamError> {
+    let bad = |reason: String| UpstreamError::ExtraRoot {
+        path: path.to_owned(),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(format!("cannot read it: {e}")))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("not PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad("holds no CERTIFICATE block".to_owned()));
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_roots_must_be_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no pem here\n").unwrap();
+        let err = roots(std::slice::from_ref(&empty)).unwrap_err().to_string();
+        assert!(
+            err.contains("empty.pem") && err.contains("no CERTIFICATE"),
+            "{err}"
+        );
+        let missing = dir.path().join("missing.pem");
+        let err = roots(&[missing]).unwrap_err().to_string();
+        assert!(
+            err.contains("missing.pem") && err.contains("cannot read"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! agentshd's LLM proxy between the official `anthropic` and `openai` SDKs (PyPI) and a fake
+//! upstream on 127.0.0.2 serving recorded responses: blocked calls arrive as text, the SDKs
+//! parse every rewritten stream and body, stop reasons are right, allowed responses are
+//! byte-identical, compressed responses are inspected, secrets are redacted from requests,
+//! and a session's requests are judged by the session's policy and linked to the tools/call
+//! its agent then made through the shim.
+//! Needs root (cgroups), as CI runs.
+
+use agentsh_tests::daemon::{Daemon, client, is_root, steps};
+use agentsh_tests::llm::{FakeUpstream, fixture, sdk, sdk_command, summary};
+use serde_json::{Value, json};
+
+/// The daemon's policy: writes are refused.
+const POLICY: &str = r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
+"#;
+
+/// A stricter session policy: the memory server's tools are refused too.
+const STRICT: &str = r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
+      - {id: no-memory, match: {server: memory, tool_name: "*"}, decision: block, reason: "no memory in this session"}
+"#;
+
+const BLOCKED_WRITE: &str =
+    "[agentsh] Tool 'mcp__filesystem__write_file' blocked by policy: writes are not allowed";
+const CREATE: &str = "mcp__memory__create_entities";
+
+fn skip_unless_root() -> bool {
+    if !is_root() {
+        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
+    }
+    !is_root()
+}
+
+fn start(dir: &std::path::Path, upstream: &FakeUpstream) -> Daemon {
+    Daemon::start_with(
+        dir,
+        POLICY,
+        &format!(
+            "proxy:\n  listen: 127.0.0.1:0\n  mode: embedded\nproviders:\n  anthropic: {{upstream: \"{0}\"}}\n  openai: {{upstream: \"{0}\"}}\n",
+            upstream.url
+        ),
+    )
+}
+
+/// The SDK's base URL through the proxy.
+fn base(daemon: &Daemon, api: &str) -> String {
+    let proxy = daemon.proxy.as_deref().expect("agentshd serves the proxy");
+    match api {
+        "anthropic" => format!("http://{proxy}/anthropic"),
+        _ => format!("http://{proxy}/openai/v1"),
+    }
+}
+
+/// `llm_client.py` through the proxy.
+fn through(daemon: &Daemon, api: &str, scenario: &str, extra: &[&str]) -> agentsh_tests::Output {
+    let base = base(daemon, api);
+    let mut args = vec!["--api", api, "--base-url", &base, "--scenario", scenario];
+    args.extend_from_slice(extra);
+    sdk(&args)
+}
+
+/// Runs `jobs` two at a time (the SDKs take seconds to import on a small machine).
+fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
+    let mut results = Vec::new();
+    let mut jobs = jobs.into_iter();
+    loop {
+        let batch: Vec<_> = jobs.by_ref().take(2).collect();
+        if batch.is_empty() {
+            return results;
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = batch.into_iter().map(|job| scope.spawn(job)).collect();
+            results.extend(handles.into_iter().map(|h| h.join().expect("job")));
+        });
+    }
+}
+
+fn names(choice: &Value) -> Vec<&str> {
+    choice["tool_calls"]
+        .as_array()
+        .expect("tool_calls")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn the_official_sdks_parse_every_rewritten_response() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = FakeUpstream::start(dir.path());
+    let daemon = start(dir.path(), &upstream);
+
+    // Some calls blocked: each API, buffered and streamed.
+    let mut jobs: Vec<Box<dyn FnOnce() -> (String, Value) + Send + '_>> = Vec::new();
+    for stream in [false, true] {
+        for (api, scenario, extra) in [
+            ("anthropic", "anthropic_tools", vec![]),
+            ("chat", "chat_tools", vec!["--n", "2"]),
+            ("responses", "responses_tools", vec![]),
+        ] {
+            let daemon = &daemon;
+            jobs.push(Box::new(move || {
+                let mut extra = extra;
+                if stream {
+                    extra.push("--stream");
+                }
+                let label = format!("{api} stream={stream}");
+                (label, summary(&through(daemon, api, scenario, &extra)))
+            }));
+        }
+    }
+    for (label, out) in in_parallel(jobs) {
+        let choices = out["choices"].as_array().expect("choices");
+        let first = &choices[0];
+        assert!(
+            first["text"].as_str().unwrap().contains(BLOCKED_WRITE),
+            "{label}: {out}"
+        );
+        assert_eq!(names(first), [CREATE], "{label}: {out}");
+        let expected = match out["api"].as_str().unwrap() {
+            "anthropic" => "tool_use",
+            _ => "tool_calls",
+        };
+        assert_eq!(first["finish_reason"], expected, "{label}: {out}");
+        if out["api"] == "chat" {
+            // The second choice asked only for the write: a plain answer now.
+            assert_eq!(choices.len(), 2, "{label}: {out}");
+            assert_eq!(choices[1]["finish_reason"], "stop", "{label}: {out}");
+            assert!(names(&choices[1]).is_empty(), "{label}: {out}");
+            assert!(
+                choices[1]["text"].as_str().unwrap().contains(BLOCKED_WRITE),
+                "{label}: {out}"
+            );
+        }
+        if out["api"] == "responses" && out["stream"] == true {
+            assert_eq!(out["items_match_completed"], true, "{label}: {out}");
+        }
+    }
+
+    // Compressed answers are decoded and inspected, never passed unseen.
+    let mut jobs: Vec<Box<dyn FnOnce() -> (String, Value) + Send + '_>> = Vec::new();
+    for encoding in ["gzip", "br", "zstd", "deflate"] {
+        for (api, scenario, stream) in [
+            ("anthropic", "anthropic_tools", true),
+            ("chat", "chat_tools", false),
+        ] {
+            let daemon = &daemon;
+            jobs.push(Box::new(move || {
+                let mut extra = vec!["--encoding", encoding];
+                if stream {
+                    extra.push("--stream");
+                }
+                let out = summary(&through(daemon, api, scenario, &extra));
+                (format!("{api} {encoding} stream={stream}"), out)
+            }));
+        }
+    }
+    for (label, out) in in_parallel(jobs) {
+        let first = &out["choices"][0];
+        assert!(
+            first["text"].as_str().unwrap().contains(BLOCKED_WRITE),
+            "{label}: {out}"
+        );
+        assert_eq!(names(first), [CREATE], "{label}: {out}");
+    }
+
+    // Nothing blocked: the SDK receives the upstream's bytes exactly, streamed or not, a
+    // native tool's call included.
+    let mut jobs: Vec<Box<dyn FnOnce() -> (String, bool) + Send + '_>> = Vec::new();
+    for (api, scenario) in [
+        ("anthropic", "anthropic_text"),
+        ("anthropic", "anthropic_native"),
+        ("chat", "chat_text"),
+        ("responses", "responses_text"),
+    ] {
+        for stream in [false, true] {
+            let daemon = &daemon;
+            jobs.push(Box::new(move || {
+                let mut extra = vec!["--raw"];
+                if stream {
+                    extra.push("--stream");
+                }
+                let out = through(daemon, api, scenario, &extra);
+                assert!(out.status.success(), "{api} {scenario}: {}", out.stderr);
+                let file = format!("{scenario}.{}", if stream { "sse" } else { "json" });
+                let same = out.stdout.as_bytes() == fixture(&file).as_slice();
+                (file, same)
+            }));
+        }
+    }
+    for (file, same) in in_parallel(jobs) {
+        assert!(same, "{file} did not pass byte for byte");
+    }
+    // ...and a rewritten one is not (the comparison can fail).
+    let rewritten = through(
+        &daemon,
+        "anthropic",
+        "anthropic_tools",
+        &["--raw", "--stream"],
+    );
+    assert_ne!(
+        rewritten.stdout.as_bytes(),
+        fixture("anthropic_tools.sse").as_slice()
+    );
+
+    // An upstream error reaches the SDK as the provider's error.
+    let overloaded = through(
+        &daemon,
+        "anthropic",
+        "anthropic_tools",
+        &["--header", "x-fake-status:529"],
+    );
+    assert!(!overloaded.status.success());
+    assert!(
+        overloaded.stderr.contains("529") || overloaded.stderr.contains("verloaded"),
+        "{}",
+        overloaded.stderr
+    );
+
+    // Embedded mode: secrets in the request are redacted before it leaves.
+    let aws = "AKIAIOSFODNN7EXAMPLE";
+    let github = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+    let suffix = format!(" My AWS key is {aws} and my token is {github}.");
+    let out = summary(&through(
+        &daemon,
+        "chat",
+        "chat_text",
+        &["--prompt-suffix", &suffix],
+    ));
+    assert_eq!(out["choices"][0]["finish_reason"], "stop");
+    let seen = upstream.requests();
+    let last = serde_json::to_string(&seen.last().expect("a request")["body"]).unwrap();
+    assert!(!last.contains(aws) && !last.contains(github), "{last}");
+    assert!(last.contains("[REDACTED:"), "{last}");
+    // The provider key in the headers is the agent's to send: untouched.
+    assert_eq!(
+        seen.last().unwrap()["headers"]["authorization"],
+        "Bearer sk-test"
+    );
+
+    // The trail: each interception with its dialect, request and call ids; each request with
+    // its stored bodies; the redaction without the secret.
+    let intercepted = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--type",
+        "mcp_tool_call_intercepted",
+        "--json",
+    ]);
+    let write = intercepted
+        .iter()
+        .find(|e| e["tool"] == "write_file" && e["details"]["dialect"] == "openai_responses")
+        .expect("a write_file interception from the Responses API");
+    assert_eq!(write["action"], "block");
+    assert_eq!(write["server"], "filesystem");
+    assert_eq!(write["rule"], "rules/no-write");
+    assert!(write["details"]["request_id"].is_string());
+    assert!(
+        write["details"]["call_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("call_")),
+        "{write}"
+    );
+    let requests = daemon.json_lines(&["mcp", "events", "--type", "llm_request", "--json"]);
+    let stored = requests
+        .iter()
+        .filter_map(|r| r["details"]["bodies"]["response"]["path"].as_str())
+        .find(|p| std::path::Path::new(p).exists());
+    assert!(stored.is_some(), "no stored response body: {requests:?}");
+    let redactions = daemon.json_lines(&["mcp", "events", "--type", "llm_dlp_redaction", "--json"]);
+    assert_eq!(redactions.len(), 1, "{redactions:?}");
+    let text = redactions[0].to_string();
+    assert!(!text.contains(aws) && !text.contains(github), "{text}");
+}
+
+#[test]
+fn a_session_s_requests_follow_its_policy_and_link_to_what_its_agent_ran() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = FakeUpstream::start(dir.path());
+    let daemon = start(dir.path(), &upstream);
+    std::fs::write(dir.path().join("strict.yaml"), STRICT).unwrap();
+    let strict = dir.path().join("strict.yaml");
+
+    // Under the strict session policy every call of the turn is blocked: plain answers.
+    let script = format!(
+        r#"test -n "$ANTHROPIC_BASE_URL" && test -n "$OPENAI_BASE_URL" || exit 9
+{} --stream && {}"#,
+        sdk_command(
+            r#"--api anthropic --base-url "$ANTHROPIC_BASE_URL" --scenario anthropic_tools"#
+        ),
+        sdk_command(r#"--api chat --base-url "$OPENAI_BASE_URL" --scenario chat_tools"#),
+    );
+    let out = daemon.run_session_with(
+        &["--no-kernel", "--policy", strict.to_str().unwrap()],
+        "strict",
+        &script,
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let answers: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", out.stdout);
+    assert_eq!(answers[0]["choices"][0]["finish_reason"], "end_turn");
+    assert_eq!(answers[1]["choices"][0]["finish_reason"], "stop");
+    for answer in &answers {
+        let choice = &answer["choices"][0];
+        assert!(names(choice).is_empty(), "{answer}");
+        assert!(
+            choice["text"]
+                .as_str()
+                .unwrap()
+                .contains("blocked by policy: no memory in this session"),
+            "{answer}"
+        );
+    }
+
+    // Under the daemon's policy the model's memory call passes; the agent then runs it
+    // through its MCP server (started by npx, so through the launcher shim).
+    let arguments = json!({"entities": [{"name": "alice", "entityType": "person", "observations": ["likes tea"]}]});
+    let call = json!([{"op": "call", "name": "create_entities", "arguments": arguments}]);
+    let script = format!(
+        "{} --stream && {}",
+        sdk_command(
+            r#"--api anthropic --base-url "$ANTHROPIC_BASE_URL" --scenario anthropic_tools"#
+        ),
+        client(
+            &call.to_string(),
+            "npx -y @modelcontextprotocol/server-memory"
+        ),
+    );
+    let out = daemon.run_session_with(&["--no-kernel"], "agent", &script);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let answer: Value = serde_json::from_str(lines[0]).expect("the SDK's summary");
+    assert_eq!(names(&answer["choices"][0]), [CREATE]);
+    let ran = steps(&lines[1..].join("\n"));
+    assert_eq!(ran[0]["ok"], true, "{ran:?}");
+
+    // The trail links the model's intent to the execution, and shows the blocked write's
+    // absence of one; each under its own session.
+    let id = daemon.session_id("agent");
+    let calls = daemon.json_lines(&["mcp", "calls", "--session", &id, "--json"]);
+    let intent = calls
+        .iter()
+        .find(|c| c["event"] == "mcp_tool_call_intercepted" && c["tool"] == "create_entities")
+        .unwrap_or_else(|| panic!("no interception of create_entities: {calls:#?}"));
+    assert_eq!(intent["server"], "memory");
+    assert_eq!(intent["action"], "allow");
+    assert_eq!(intent["executed"]["event"], "mcp_tool_called");
+    assert_eq!(intent["executed"]["action"], "allow");
+    let executed = calls
+        .iter()
+        .find(|c| c["event"] == "mcp_tool_called" && c["tool"] == "create_entities")
+        .unwrap_or_else(|| panic!("no execution of create_entities: {calls:#?}"));
+    assert_eq!(executed["intercepted"]["seq"], intent["seq"]);
+    assert_eq!(
+        executed["intercepted"]["request_id"],
+        intent["details"]["request_id"]
+    );
+    assert_eq!(executed["intercepted"]["dialect"], "anthropic_messages");
+    let write = calls
+        .iter()
+        .find(|c| c["event"] == "mcp_tool_call_intercepted" && c["tool"] == "write_file")
+        .unwrap_or_else(|| panic!("no interception of write_file: {calls:#?}"));
+    assert_eq!(write["action"], "block");
+    assert_eq!(write["executed"], Value::Null);
+    // The strict session's interceptions are its own.
+    let strict_id = daemon.session_id("strict");
+    let strict_calls = daemon.json_lines(&["mcp", "calls", "--session", &strict_id, "--json"]);
+    assert!(!strict_calls.is_empty());
+    assert!(
+        strict_calls
+            .iter()
+            .all(|c| c["action"] == "block" && c["session"] == strict_id.as_str()),
+        "{strict_calls:#?}"
+    );
+}
+
+#[test]
+fn no_kernel_needs_the_proxy() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path(), POLICY);
+    let out = daemon.run_session_with(&["--no-kernel"], "np", "echo ran");
+    assert!(!out.status.success());
+    assert!(!out.stdout.contains("ran"), "{}", out.stdout);
+    assert!(out.stderr.contains("proxy.listen"), "{}", out.stderr);
+}
