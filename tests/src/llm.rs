@@ -110,3 +110,133 @@ pub fn summary(out: &Output) -> Value {
     serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("bad summary {}: {e}", out.stdout))
 }
+
+/// An upstream that answers each connection's request with the next canned response (raw
+/// bytes, sent as they are, its parts a second apart) and closes it: for what a well-behaved
+/// server never sends.
+pub struct RawUpstream {
+    /// `http://127.0.0.2:PORT`
+    pub url: String,
+}
+
+impl RawUpstream {
+    pub fn start(responses: Vec<Vec<Vec<u8>>>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        std::thread::spawn(move || {
+            for response in responses {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    return;
+                };
+                let _ = read_request(&mut stream);
+                for (i, part) in response.iter().enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                    if std::io::Write::write_all(&mut stream, part).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Self { url }
+    }
+}
+
+/// Reads one request (head and Content-Length body).
+fn read_request(stream: &mut std::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(data);
+        }
+        data.extend_from_slice(&buf[..n]);
+        if let Some(end) = find(&data, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return Ok(data);
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A response read off the wire: status, lowercased head, and the body (chunked decoded).
+pub struct RawResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+/// POSTs `body` to `http://ADDR PATH` with `Connection: close` and reads the response to its
+/// end; `read_only` stops after that many body bytes and hangs up (a client going away).
+pub fn raw_post(addr: &str, path: &str, body: &str, read_only: Option<usize>) -> RawResponse {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the proxy");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send the request");
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        data.extend_from_slice(&buf[..n]);
+        if let (Some(limit), Some(end)) = (read_only, find(&data, b"\r\n\r\n"))
+            && data.len() >= end + 4 + limit
+        {
+            break;
+        }
+    }
+    let end = find(&data, b"\r\n\r\n").expect("a response head");
+    let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    let raw = &data[end + 4..];
+    let body = if head.contains("transfer-encoding: chunked") && read_only.is_none() {
+        dechunk(raw)
+    } else {
+        raw.to_vec()
+    };
+    RawResponse { status, head, body }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Some(line_end) = find(raw, b"\r\n") {
+        let size = std::str::from_utf8(&raw[..line_end])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok())
+            .expect("a chunk size");
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&raw[..size.min(raw.len())]);
+        raw = &raw[(size + 2).min(raw.len())..];
+    }
+    body
+}

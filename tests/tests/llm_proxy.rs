@@ -7,7 +7,7 @@
 //! Needs root (cgroups), as CI runs.
 
 use agentsh_tests::daemon::{Daemon, client, is_root, steps};
-use agentsh_tests::llm::{FakeUpstream, fixture, sdk, sdk_command, summary};
+use agentsh_tests::llm::{FakeUpstream, RawUpstream, fixture, raw_post, sdk, sdk_command, summary};
 use serde_json::{Value, json};
 
 /// The daemon's policy: writes are refused.
@@ -403,4 +403,131 @@ fn no_kernel_needs_the_proxy() {
     assert!(!out.status.success());
     assert!(!out.stdout.contains("ran"), "{}", out.stdout);
     assert!(out.stderr.contains("proxy.listen"), "{}", out.stderr);
+}
+
+fn proxy_config(mode: &str, upstream: &str) -> String {
+    format!(
+        "proxy:\n  listen: 127.0.0.1:0\n  mode: {mode}\nproviders:\n  anthropic: {{upstream: \"{upstream}\"}}\n  openai: {{upstream: \"{upstream}\"}}\n"
+    )
+}
+
+const MESSAGES: &str = r#"{"model":"claude-sonnet-4-6","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+
+#[test]
+fn upstream_failures_and_clients_that_go_away_end_cleanly() {
+    if skip_unless_root() {
+        return;
+    }
+    let sse_head =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    let stream = fixture("anthropic_tools.sse");
+    // Cut inside the first tool call's arguments.
+    let cut = String::from_utf8_lossy(&stream)
+        .find("\\\"entiti")
+        .expect("the fixture's first argument fragment");
+    let truncated = [sse_head.to_vec(), stream[..cut].to_vec()].concat();
+    let compress = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: compress\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_vec();
+    let not_json = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello".to_vec();
+    let text = fixture("anthropic_text.sse");
+    let slow = vec![
+        [sse_head.to_vec(), text[..200].to_vec()].concat(),
+        text[200..].to_vec(),
+        text[200..].to_vec(),
+    ];
+    let upstream = RawUpstream::start(vec![vec![truncated], vec![compress], vec![not_json], slow]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(dir.path(), POLICY, &proxy_config("mcp-only", &upstream.url));
+    let proxy = daemon.proxy.clone().expect("the proxy");
+    let path = "/anthropic/v1/messages";
+
+    // Upstream stops mid tool call: the held call is blocked, the stream still ends well.
+    let cut_short = raw_post(&proxy, path, MESSAGES, None);
+    assert_eq!(cut_short.status, 200);
+    let body = String::from_utf8_lossy(&cut_short.body).into_owned();
+    // The text before the call streamed through.
+    assert!(body.contains("\"text_delta\",\"text\":\"I'll"), "{body}");
+    assert!(
+        body.contains("[agentsh] Tool 'mcp__memory__create_entities' blocked by policy"),
+        "{body}"
+    );
+    assert!(!body.contains("\"type\":\"tool_use\""), "{body}");
+    assert!(
+        body.trim_end()
+            .ends_with("data: {\"type\":\"message_stop\"}"),
+        "{body}"
+    );
+
+    // An encoding the proxy cannot read, or a body that is not the dialect's: refused, in
+    // the provider's error shape.
+    for (what, expected) in [("compress", "compress"), ("not JSON", "cannot be checked")] {
+        let refused = raw_post(&proxy, path, MESSAGES, None);
+        assert_eq!(refused.status, 502, "{what}");
+        let error: Value = serde_json::from_slice(&refused.body).expect("a JSON error");
+        assert_eq!(error["type"], "error", "{what}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("agentsh: ") && message.contains(expected),
+            "{what}: {message}"
+        );
+    }
+
+    // The client hangs up mid-stream: the exchange is recorded as such.
+    let partial = raw_post(&proxy, path, MESSAGES, Some(64));
+    assert_eq!(partial.status, 200);
+    let mut outcomes = Vec::new();
+    for _ in 0..100 {
+        outcomes = daemon
+            .json_lines(&["mcp", "events", "--type", "llm_request", "--json"])
+            .iter()
+            .map(|e| {
+                (
+                    e["action"].as_str().unwrap().to_owned(),
+                    e["reason"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        if outcomes.len() == 4 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(outcomes.len(), 4, "{outcomes:?}");
+    assert_eq!(outcomes[0].0, "alert", "{outcomes:?}");
+    assert!(outcomes[0].1.contains("truncated"), "{outcomes:?}");
+    assert!(outcomes[1].1.contains("compress"), "{outcomes:?}");
+    assert!(outcomes[2].1.contains("cannot be checked"), "{outcomes:?}");
+    assert!(outcomes[3].1.contains("client went away"), "{outcomes:?}");
+}
+
+#[test]
+fn disabled_mode_passes_everything_and_records_it() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = FakeUpstream::start(dir.path());
+    let daemon = Daemon::start_with(dir.path(), POLICY, &proxy_config("disabled", &upstream.url));
+    let raw = through(
+        &daemon,
+        "anthropic",
+        "anthropic_tools",
+        &["--raw", "--stream"],
+    );
+    assert!(raw.status.success(), "{}", raw.stderr);
+    assert_eq!(
+        raw.stdout.as_bytes(),
+        fixture("anthropic_tools.sse").as_slice()
+    );
+    let requests = daemon.json_lines(&["mcp", "events", "--type", "llm_request", "--json"]);
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0]["details"]["mode"], "disabled");
+    assert_eq!(requests[0]["details"]["status"], 200);
+    let intercepted = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--type",
+        "mcp_tool_call_intercepted",
+        "--json",
+    ]);
+    assert!(intercepted.is_empty(), "{intercepted:?}");
 }
