@@ -324,6 +324,12 @@ fn shipped_configs_load_cleanly() {
     assert_eq!(system.admin_group.as_deref(), Some("agentsh"));
     assert_eq!(system.sessions, SessionsConfig::default());
     assert!(system.launcher.enabled && system.launcher.custom_servers.is_empty());
+    assert_eq!(system.proxy.listen, Some("127.0.0.1:8877".parse().unwrap()));
+    assert_eq!(system.proxy.mode, crate::config::ProxyMode::McpOnly);
+    assert_eq!(
+        system.proxy.anthropic_upstream.as_str(),
+        "https://api.anthropic.com/"
+    );
 
     let dev = load_daemon_file(&repo_file("agentsh.dev.yaml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(dev.warnings.is_empty(), "{:?}", dev.warnings);
@@ -333,6 +339,7 @@ fn shipped_configs_load_cleanly() {
     assert_eq!(dev.policy, root.join("policies/default.yaml"));
     assert!(dev.policy.is_file(), "{}", dev.policy.display());
     assert_eq!((dev.socket, dev.admin_group), (None, None));
+    assert_eq!(dev.proxy.listen, Some("127.0.0.1:0".parse().unwrap()));
 }
 
 #[test]
