@@ -39,19 +39,22 @@ pub enum Dialect {
 
 impl Dialect {
     /// The dialect of a request path (query string allowed), if it is one that returns tool
-    /// calls.
+    /// calls: creating a message or response, and reading back a stored response or chat
+    /// completion (`/v1/responses/{id}`, its `/cancel`, `/v1/chat/completions/{id}`), which
+    /// carry the same tool calls.
     pub fn of_path(path: &str) -> Option<Self> {
         let path = path.split(['?', '#']).next().unwrap_or_default();
         let path = path.trim_end_matches('/');
         if path.ends_with("/v1/messages") {
-            Some(Self::AnthropicMessages)
-        } else if path.ends_with("/v1/chat/completions") {
-            Some(Self::OpenAiChat)
-        } else if path.ends_with("/v1/responses") {
-            Some(Self::OpenAiResponses)
-        } else {
-            None
+            return Some(Self::AnthropicMessages);
         }
+        if path.ends_with("/v1/chat/completions") || stored(path, "/v1/chat/completions/", false) {
+            return Some(Self::OpenAiChat);
+        }
+        if path.ends_with("/v1/responses") || stored(path, "/v1/responses/", true) {
+            return Some(Self::OpenAiResponses);
+        }
+        None
     }
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +63,20 @@ impl Dialect {
             Self::OpenAiChat => "openai_chat",
             Self::OpenAiResponses => "openai_responses",
         }
+    }
+}
+
+/// Whether `path` names one stored object below `collection` (`…/v1/responses/resp_1`), or
+/// its cancellation when `cancel` is allowed.
+fn stored(path: &str, collection: &str, cancel: bool) -> bool {
+    let Some(at) = path.find(collection) else {
+        return false;
+    };
+    let rest = &path[at + collection.len()..];
+    match rest.split_once('/') {
+        None => !rest.is_empty(),
+        Some((id, "cancel")) => cancel && !id.is_empty(),
+        Some(_) => false,
     }
 }
 
@@ -240,6 +257,28 @@ mod tests {
             Some(Dialect::OpenAiResponses)
         );
         assert_eq!(Dialect::of_path("/v1/models"), None);
+        // Stored objects read back carry the same tool calls.
+        assert_eq!(
+            Dialect::of_path("/v1/responses/resp_123?stream=true"),
+            Some(Dialect::OpenAiResponses)
+        );
+        assert_eq!(
+            Dialect::of_path("/v1/responses/resp_123/cancel"),
+            Some(Dialect::OpenAiResponses)
+        );
+        assert_eq!(Dialect::of_path("/v1/responses/resp_123/input_items"), None);
+        assert_eq!(
+            Dialect::of_path("/v1/chat/completions/chatcmpl-1"),
+            Some(Dialect::OpenAiChat)
+        );
+        assert_eq!(
+            Dialect::of_path("/v1/chat/completions/chatcmpl-1/messages"),
+            None
+        );
+        assert_eq!(
+            Dialect::of_path("/v1/chat/completions/chatcmpl-1/cancel"),
+            None
+        );
         assert_eq!(Dialect::of_path("/v1/messages/count_tokens"), None);
     }
 

@@ -84,7 +84,10 @@ impl Proxy {
         route: &Route,
         record: &mut Record,
     ) -> Result<Response<ResponseBody>, Refusal> {
-        let intercepting = self.config.mode != ProxyMode::Disabled && route.dialect.is_some();
+        // DELETE of a stored response answers a deletion receipt, not a response.
+        let intercepting = self.config.mode != ProxyMode::Disabled
+            && route.dialect.is_some()
+            && request.method() != http::Method::DELETE;
         let (head, body) = request.into_parts();
         let body = Limited::new(body, MAX_REQUEST_BYTES)
             .collect()
