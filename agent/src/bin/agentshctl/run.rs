@@ -206,7 +206,7 @@ fn sibling_binary(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A directory with one symlink per launcher to agentsh-shim (which acts by its argv[0]) and
+/// A directory with one symlink per launcher to agentsh-shim (which acts by its `argv[0]`) and
 /// the daemon's custom server patterns, readable by the agent's user.
 fn make_launcher_dir(
     session: &str,
