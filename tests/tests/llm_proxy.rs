@@ -497,6 +497,15 @@ fn upstream_failures_and_clients_that_go_away_end_cleanly() {
     assert!(outcomes[1].1.contains("compress"), "{outcomes:?}");
     assert!(outcomes[2].1.contains("cannot be checked"), "{outcomes:?}");
     assert!(outcomes[3].1.contains("client went away"), "{outcomes:?}");
+
+    // A path the upstream could read differently (`//`) is refused, not passed unread.
+    let ambiguous = raw_post(&proxy, "/anthropic/v1//messages", MESSAGES, None);
+    assert_eq!(ambiguous.status, 400);
+    assert!(
+        String::from_utf8_lossy(&ambiguous.body).contains("refusing the path"),
+        "{}",
+        String::from_utf8_lossy(&ambiguous.body)
+    );
 }
 
 #[test]

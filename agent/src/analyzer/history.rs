@@ -15,8 +15,8 @@ use super::burst::CallWindow;
 use super::flow::FlowIndex;
 use super::{CallContext, Categories, CrossFinding, CrossRule};
 
-/// A turn ends after this long with no call and no output, for sessions whose turns are not
-/// marked by [`SessionHistory::start_turn`] (stdio-only agents).
+/// A turn ends after this long with no call and no output, unless
+/// [`SessionHistory::start_turn`] marks it first.
 pub const TURN_IDLE: Duration = Duration::from_secs(30);
 
 /// How long a read is remembered: the longest `read_then_send.window_seconds` a policy accepts.
@@ -174,8 +174,10 @@ impl SessionHistory {
         self.outputs.record(server, tool, output, now, self.turn);
     }
 
-    /// A new turn begins: the user asked for something new (the LLM proxy calls this). Not for
-    /// every model request: the request that carries a tool result back to the model is the
+    /// A new turn begins: the user asked for something new. Not called by the LLM proxy yet:
+    /// a session's requests belong to several conversations (subagents, title requests), so a
+    /// request's own words do not end the session's turn; that needs turns per conversation.
+    /// Not for every model request: the request that carries a tool result back to the model is the
     /// same turn, or `same_turn_only` would never see a result flow into the next call.
     pub fn start_turn(&mut self, now: Instant) {
         self.turn += 1;

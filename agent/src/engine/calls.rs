@@ -64,7 +64,8 @@ impl Engine {
             .details(json!({
                 "origin": "stdio",
                 "categories": known.categories.names(),
-                "arguments_sha256": arguments.map(arguments_digest),
+                // No arguments are the empty object, as a model's call without any is.
+                "arguments_sha256": arguments.map_or_else(|| arguments_digest(&Map::new()), arguments_digest),
             }));
         event.hash.clone_from(&hash);
         self.record(session, event);

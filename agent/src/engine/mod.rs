@@ -208,14 +208,6 @@ impl Engine {
         receiver
     }
 
-    /// The user asked the agent something new (the LLM proxy saw a request whose last input
-    /// is the user's own words, not tool results): rules limited to one turn start over.
-    pub fn new_turn(&self, session: &Session) {
-        lock(&session.analysis)
-            .history
-            .start_turn(std::time::Instant::now());
-    }
-
     /// Records an event of `session`.
     pub fn record(&self, session: &Session, mut event: Event) {
         if event.session.is_none() {

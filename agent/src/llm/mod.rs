@@ -48,10 +48,12 @@ impl Dialect {
         if path.ends_with("/v1/messages") {
             return Some(Self::AnthropicMessages);
         }
-        if path.ends_with("/v1/chat/completions") || stored(path, "/v1/chat/completions/", false) {
+        if path.ends_with("/v1/chat/completions")
+            || stored(path, "/v1/chat/completions/", "chatcmpl", false)
+        {
             return Some(Self::OpenAiChat);
         }
-        if path.ends_with("/v1/responses") || stored(path, "/v1/responses/", true) {
+        if path.ends_with("/v1/responses") || stored(path, "/v1/responses/", "resp_", true) {
             return Some(Self::OpenAiResponses);
         }
         None
@@ -66,18 +68,16 @@ impl Dialect {
     }
 }
 
-/// Whether `path` names one stored object below `collection` (`…/v1/responses/resp_1`), or
-/// its cancellation when `cancel` is allowed.
-fn stored(path: &str, collection: &str, cancel: bool) -> bool {
+/// Whether `path` names one stored object below `collection` by its id (`…/v1/responses/
+/// resp_1`, ids start with `id_prefix`; other names there are other endpoints), or its
+/// cancellation when `cancel` is allowed.
+fn stored(path: &str, collection: &str, id_prefix: &str, cancel: bool) -> bool {
     let Some(at) = path.find(collection) else {
         return false;
     };
     let rest = &path[at + collection.len()..];
-    match rest.split_once('/') {
-        None => !rest.is_empty(),
-        Some((id, "cancel")) => cancel && !id.is_empty(),
-        Some(_) => false,
-    }
+    let (id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    id.starts_with(id_prefix) && (tail.is_empty() || (cancel && tail == "cancel"))
 }
 
 /// A buffered response body of `dialect`: see each dialect's `rewrite_body`.
@@ -267,6 +267,7 @@ mod tests {
             Some(Dialect::OpenAiResponses)
         );
         assert_eq!(Dialect::of_path("/v1/responses/resp_123/input_items"), None);
+        assert_eq!(Dialect::of_path("/v1/responses/input_tokens"), None);
         assert_eq!(
             Dialect::of_path("/v1/chat/completions/chatcmpl-1"),
             Some(Dialect::OpenAiChat)

@@ -1,6 +1,6 @@
 //! What the proxy reads from a request to a provider: the model, whether the answer streams,
-//! and whether the user asked something new (a new turn for the cross-server rules) or the
-//! request only carries tool results back to the model (the same turn).
+//! and whether the user asked something new or the request only carries tool results back to
+//! the model (recorded with the request).
 //!
 //! Message contents are skipped unparsed except the last one's: conversation histories run to
 //! megabytes and this is on every request's path.

@@ -142,6 +142,18 @@ impl Body for Intercepted {
     }
 }
 
+impl Drop for Intercepted {
+    /// The client went away before the end: the record (finished by its own drop) still
+    /// says what was judged, and the bodies captured so far are kept.
+    fn drop(&mut self) {
+        if !self.done {
+            self.record.calls = self.judge.calls;
+            self.record.blocked = self.judge.blocked;
+            self.capture.finish(&mut self.record);
+        }
+    }
+}
+
 /// A body passed through as it is, counted (and captured) for the record.
 pub struct Observed {
     upstream: Incoming,
@@ -164,6 +176,14 @@ impl Observed {
         self.done = true;
         self.capture.finish(&mut self.record);
         self.record.finish(outcome, failed);
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if !self.done {
+            self.capture.finish(&mut self.record);
+        }
     }
 }
 

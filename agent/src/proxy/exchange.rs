@@ -34,6 +34,8 @@ pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
 const MAX_REQUEST_BYTES: usize = 64 << 20;
 /// A buffered response body, decoded, past this is refused rather than passed unread.
 const MAX_RESPONSE_BYTES: u64 = 64 << 20;
+/// A request body must arrive within this.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Where the exchange's id is told to the client.
 const REQUEST_ID_HEADER: &str = "x-agentsh-request-id";
 
@@ -84,31 +86,52 @@ impl Proxy {
         route: &Route,
         record: &mut Record,
     ) -> Result<Response<ResponseBody>, Refusal> {
+        if route.is_ambiguous() {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "refusing the path {}: percent-escapes, empty or dot segments and `;` could make the upstream read it differently",
+                    route.path_and_query
+                ),
+            ));
+        }
         // DELETE of a stored response answers a deletion receipt, not a response.
         let intercepting = self.config.mode != ProxyMode::Disabled
             && route.dialect.is_some()
             && request.method() != http::Method::DELETE;
         let (head, body) = request.into_parts();
-        let body = Limited::new(body, MAX_REQUEST_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                Refusal::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "the request body cannot be read (limit {MAX_REQUEST_BYTES} bytes): {e}"
-                    ),
-                )
-            })?
-            .to_bytes();
+        let body = tokio::time::timeout(
+            BODY_TIMEOUT,
+            Limited::new(body, MAX_REQUEST_BYTES).collect(),
+        )
+        .await
+        .map_err(|_| {
+            Refusal::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {}s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            )
+        })?
+        .map_err(|e| {
+            Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body cannot be read (limit {MAX_REQUEST_BYTES} bytes): {e}"),
+            )
+        })?
+        .to_bytes();
         let mut headers = head.headers;
         let body = self.prepare_request(route, &mut headers, body, record)?;
         record.request_bytes = body.len() as u64;
-        if let Some(facts) = route.dialect.and_then(|d| llm::request::facts(d, &body)) {
-            record.model = facts.model;
-            if intercepting && facts.new_turn {
-                record.engine().new_turn(record.session());
-            }
+        let facts = route.dialect.and_then(|d| llm::request::facts(d, &body));
+        if let Some(facts) = &facts {
+            record.model.clone_from(&facts.model);
+            // Recorded, not acted on: requests of one session are not one conversation (a
+            // subagent's first request is "new" too), so the model could end a turn at will.
+            record
+                .extra
+                .insert("new_turn".into(), json!(facts.new_turn));
         }
         let mut capture = Capture::open(&self.bodies, &record.request_id);
         capture.request(&body);
@@ -156,7 +179,14 @@ impl Proxy {
             }
         };
         let codings = content_codings(&head.headers)?;
-        if is_event_stream(&head.headers) {
+        let sse = is_event_stream(&head.headers);
+        if sse && facts.as_ref().is_some_and(|f| !f.stream) {
+            // A JSON answer labelled as a stream would pass the SSE reader as comments.
+            return Err(Refusal::bad_gateway(
+                "the upstream answered a request without `stream` with an event stream".to_owned(),
+            ));
+        }
+        if sse {
             record.streamed = true;
             let decoder = (!codings.is_empty()).then(|| Decoder::new(&codings, MAX_RESPONSE_BYTES));
             head.headers.remove(header::CONTENT_ENCODING);

@@ -25,8 +25,9 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use crate::config::ProxyConfig;
 use crate::daemon::Daemon;
@@ -36,6 +37,11 @@ use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
 pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX};
 use upstream::{Upstream, UpstreamError};
+
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 1024;
+/// A request's head must arrive within this (slow clients hold a connection slot).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often stored bodies past their retention are removed.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
@@ -158,10 +164,20 @@ pub fn start(
 impl Proxy {
     async fn serve(self: Arc<Self>, listener: TcpListener) {
         tokio::spawn(Arc::clone(&self).prune_bodies());
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
+            // At the cap, new clients wait in the listen backlog: agentshd's descriptors
+            // also serve the control socket and must not run out.
+            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                return;
+            };
             match listener.accept().await {
                 Ok((stream, peer)) => {
-                    tokio::spawn(Arc::clone(&self).connection(stream, peer));
+                    let proxy = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        proxy.connection(stream, peer).await;
+                        drop(slot);
+                    });
                 }
                 Err(err) => {
                     // Out of descriptors, mostly: wait rather than spin.
@@ -223,6 +239,8 @@ impl Proxy {
             async move { Ok::<_, Infallible>(proxy.exchange(request, session).await) }
         });
         let served = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
             .keep_alive(true)
             .serve_connection(TokioIo::new(stream), service)
             .await;

@@ -47,12 +47,26 @@ impl Route {
             (guess(path_and_query, headers), path_and_query)
         };
         let rest = if rest.is_empty() { "/" } else { rest };
-        let dialect = Dialect::of_path(rest).filter(|d| provider_of(*d) == provider);
+        // The provider picks the upstream only: an OpenAI-shaped call to Anthropic's
+        // compatible endpoint (or through a gateway) carries tool calls all the same.
+        let dialect = Dialect::of_path(rest);
         Self {
             provider,
             dialect,
             path_and_query: rest.to_owned(),
         }
+    }
+
+    /// A path an upstream could read differently from the proxy (`%6Dessages`, `/v1//messages`,
+    /// `/./`, `;params`, a backslash): the proxy classifies the raw text, a server may
+    /// normalise it first, so such a path is refused rather than passed unclassified.
+    pub fn is_ambiguous(&self) -> bool {
+        let path = self.path_and_query.split('?').next().unwrap_or_default();
+        path.contains(['%', ';', '\\'])
+            || path.contains("//")
+            || path
+                .split('/')
+                .any(|segment| segment == "." || segment == "..")
     }
 
     /// The upstream URL: the provider's base (which may carry a path) and this route's path.
@@ -114,8 +128,13 @@ mod tests {
             route("/anthropicx/v1/models").path_and_query,
             "/anthropicx/v1/models"
         );
-        // An OpenAI path under the Anthropic prefix is not intercepted as a dialect.
-        assert_eq!(route("/anthropic/v1/chat/completions").dialect, None);
+        // An OpenAI-shaped call through the Anthropic prefix (its compatible endpoint) is
+        // intercepted as what it is.
+        let r = route("/anthropic/v1/chat/completions");
+        assert_eq!(
+            (r.provider, r.dialect),
+            (Provider::Anthropic, Some(Dialect::OpenAiChat))
+        );
     }
 
     #[test]
@@ -137,6 +156,28 @@ mod tests {
             Route::of("/v1/models", &headers).provider,
             Provider::Anthropic
         );
+    }
+
+    #[test]
+    fn paths_a_server_could_normalise_are_ambiguous() {
+        for path in [
+            "/anthropic/v1/%6Dessages",
+            "/anthropic/v1//messages",
+            "//v1/messages",
+            "/v1/messages/.",
+            "/v1/x/../messages",
+            "/v1/messages;x",
+            "/v1\\messages",
+        ] {
+            assert!(route(path).is_ambiguous(), "{path}");
+        }
+        for path in [
+            "/anthropic/v1/messages?q=%20a",
+            "/v1/models",
+            "/openai/v1/responses/resp_1",
+        ] {
+            assert!(!route(path).is_ambiguous(), "{path}");
+        }
     }
 
     #[test]

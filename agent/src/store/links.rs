@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
-use crate::audit::{Event, EventKind};
+use crate::audit::{Action, Event, EventKind};
 
 /// An execution this long after the intent is not its consequence.
 pub const LINK_WINDOW: Duration = Duration::from_secs(15 * 60);
@@ -21,6 +21,8 @@ pub fn link_calls(events: &[Event]) -> Vec<Option<usize>> {
             continue;
         };
         match event.event {
+            // A blocked intent never reached the agent: what executes later is another's.
+            EventKind::McpToolCallIntercepted if event.action == Action::Block => {}
             EventKind::McpToolCallIntercepted => {
                 waiting
                     .entry(key)
@@ -71,7 +73,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::audit::Action;
 
     fn event(kind: EventKind, tool: &str, args: &str, secs: u64) -> Event {
         let mut event = Event::new(kind, "fs", Action::Allow, "")
@@ -79,6 +80,11 @@ mod tests {
             .tool(tool)
             .details(json!({"arguments_sha256": args}));
         event.timestamp = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        event
+    }
+
+    fn blocked(mut event: Event) -> Event {
+        event.action = Action::Block;
         event
     }
 
@@ -94,12 +100,28 @@ mod tests {
             event(Exec, "write", "a", 14),
             // Another tool with the same arguments is another call.
             event(Intent, "read", "a", 15),
-            // An intent never executed (blocked, or the agent changed its mind).
+            // An intent never executed (the agent changed its mind).
             event(Intent, "write", "c", 16),
+            // A blocked intent, then the same call allowed (after an approval) and run: the
+            // run is the allowed intent's.
+            blocked(event(Intent, "write", "d", 17)),
+            event(Intent, "write", "d", 18),
+            event(Exec, "write", "d", 19),
         ];
         assert_eq!(
             link_calls(&events),
-            [Some(3), Some(2), Some(1), Some(0), None, None, None]
+            [
+                Some(3),
+                Some(2),
+                Some(1),
+                Some(0),
+                None,
+                None,
+                None,
+                None,
+                Some(9),
+                Some(8)
+            ]
         );
     }
 

@@ -13,7 +13,7 @@ use agentsh::api::protocol::{
 };
 use agentsh::audit::{Action, Event, EventKind};
 use agentsh::config::Severity;
-use agentsh::store::{EventQuery, link_calls};
+use agentsh::store::{EventQuery, LINK_WINDOW, link_calls};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
@@ -110,8 +110,13 @@ pub fn events(socket: &Path, filters: &Filters, view: View) -> Result<ExitCode> 
     let mut client = Client::connect(socket)?;
     let mut query = query_of(filters, view);
     if let View::Calls = view {
-        // Linked over the whole trail; the action filter and the limit apply to the result.
+        // Linked over the whole trail (an intent up to LINK_WINDOW before `since` included);
+        // the type, action, since and limit filters apply to the result.
+        query.kinds = vec![EventKind::McpToolCalled, EventKind::McpToolCallIntercepted];
         query.action = None;
+        query.since = filters
+            .since
+            .map(|t| t.checked_sub(LINK_WINDOW).unwrap_or(SystemTime::UNIX_EPOCH));
         query.limit = None;
     }
     let events: Vec<Event> = client.call(ops::EVENTS, &EventsArgs { query })?;
@@ -169,6 +174,8 @@ fn print_calls(events: &[Event], filters: &Filters) {
         .iter()
         .enumerate()
         .filter(|(_, e)| filters.action.is_none_or(|a| e.action == a))
+        .filter(|(_, e)| filters.kinds.is_empty() || filters.kinds.contains(&e.event))
+        .filter(|(_, e)| filters.since.is_none_or(|since| e.timestamp >= since))
         .collect();
     if let Some(limit) = filters.limit {
         shown.drain(..shown.len().saturating_sub(limit));
