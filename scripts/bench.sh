@@ -21,3 +21,8 @@ fi
 echo
 echo "== SSE interceptors (in process, vs a plain copy of the same bytes) =="
 cargo run --quiet --release -p agentsh --example llm_bench
+echo
+echo "== LLM proxy (agentshd vs direct to the upstream) =="
+# `make bench` built the release agentshd; the example finds it next to itself.
+cargo build --quiet --release -p agentsh --bin agentshd --example proxy_bench
+"${CARGO_TARGET_DIR:-target}/release/examples/proxy_bench"
