@@ -168,6 +168,14 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// True (and says so) when a test needing cgroup sessions cannot run here.
+pub fn skip_unless_root() -> bool {
+    if !is_root() {
+        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
+    }
+    !is_root()
+}
+
 /// `node mcp-client.mjs STEPS -- CMD`, quoted for sh: the official SDK client, run by the agent.
 pub fn client(steps: &str, command: &str) -> String {
     format!("node mcp-client.mjs '{steps}' -- {command}")

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentsh_tests::daemon::{Daemon, client, is_root, steps};
+use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
 use agentsh_tests::{bin, tool_names};
 use serde_json::Value;
 
@@ -27,13 +27,6 @@ fn calls(tool: &str, n: usize) -> String {
 fn error_message(step: &Value) -> &str {
     assert_eq!(step["ok"], false, "expected a refused call: {step}");
     step["error"]["message"].as_str().unwrap_or_default()
-}
-
-fn skip_unless_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
-    }
-    !is_root()
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agentsh_tests::bin;
-use agentsh_tests::daemon::{Daemon, client, is_root};
+use agentsh_tests::daemon::{Daemon, client, is_root, skip_unless_root};
 use serde_json::Value;
 
 const READ_THEN_SEND_BLOCKS: &str = "sandbox:
@@ -17,8 +17,7 @@ const READ_THEN_SEND_BLOCKS: &str = "sandbox:
 
 #[test]
 fn one_engine_for_two_real_servers_of_a_session() {
-    if !is_root() {
-        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
+    if skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -162,8 +161,7 @@ fn one_engine_for_two_real_servers_of_a_session() {
 
 #[test]
 fn exit_status_and_cgroup_of_the_agent() {
-    if !is_root() {
-        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
+    if skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //! its agent then made through the shim.
 //! Needs root (cgroups), as CI runs.
 
-use agentsh_tests::daemon::{Daemon, client, is_root, steps};
+use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
 use agentsh_tests::llm::{FakeUpstream, RawUpstream, fixture, raw_post, sdk, sdk_command, summary};
 use serde_json::{Value, json};
 
@@ -31,22 +31,8 @@ const BLOCKED_WRITE: &str =
     "[agentsh] Tool 'mcp__filesystem__write_file' blocked by policy: writes are not allowed";
 const CREATE: &str = "mcp__memory__create_entities";
 
-fn skip_unless_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: cgroup sessions need root (CI runs as root)");
-    }
-    !is_root()
-}
-
 fn start(dir: &std::path::Path, upstream: &FakeUpstream) -> Daemon {
-    Daemon::start_with(
-        dir,
-        POLICY,
-        &format!(
-            "proxy:\n  listen: 127.0.0.1:0\n  mode: embedded\nproviders:\n  anthropic: {{upstream: \"{0}\"}}\n  openai: {{upstream: \"{0}\"}}\n",
-            upstream.url
-        ),
-    )
+    Daemon::start_with(dir, POLICY, &proxy_config("embedded", &upstream.url))
 }
 
 /// The SDK's base URL through the proxy.
@@ -309,12 +295,7 @@ fn a_session_s_requests_follow_its_policy_and_link_to_what_its_agent_ran() {
         &script,
     );
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
-    let answers: Vec<Value> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let answers = steps(&out.stdout);
     assert_eq!(answers.len(), 2, "{}", out.stdout);
     assert_eq!(answers[0]["choices"][0]["finish_reason"], "end_turn");
     assert_eq!(answers[1]["choices"][0]["finish_reason"], "stop");

@@ -69,13 +69,7 @@ impl Engine {
             }));
         event.hash.clone_from(&hash);
         self.record(session, event);
-        CallVerdict {
-            decision: verdict.decision,
-            rule: verdict.rule,
-            reason: verdict.reason,
-            enforced: verdict.enforced,
-            hash,
-        }
+        CallVerdict::of(verdict, hash)
     }
 
     /// The decision chain (see the module doc), audit-only applied. At [`Stage::Execution`]

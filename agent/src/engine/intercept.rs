@@ -90,13 +90,7 @@ impl Engine {
             }));
         event.hash.clone_from(&hash);
         self.record(session, event);
-        CallVerdict {
-            decision: verdict.decision,
-            rule: verdict.rule,
-            reason: verdict.reason,
-            enforced: verdict.enforced,
-            hash,
-        }
+        CallVerdict::of(verdict, hash)
     }
 
     /// The session's server a host's name refers to. Hosts rewrite server names for the model

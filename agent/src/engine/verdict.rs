@@ -20,6 +20,17 @@ pub struct CallVerdict {
 }
 
 impl CallVerdict {
+    /// The policy's verdict on a call of the tool whose definition hash is `hash`.
+    pub(crate) fn of(verdict: crate::policy::Verdict, hash: Option<String>) -> Self {
+        Self {
+            decision: verdict.decision,
+            rule: verdict.rule,
+            reason: verdict.reason,
+            enforced: verdict.enforced,
+            hash,
+        }
+    }
+
     /// Whether the call must not reach the server.
     pub fn blocks(&self) -> bool {
         self.decision == Decision::Block && self.enforced

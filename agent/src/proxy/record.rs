@@ -64,25 +64,18 @@ impl Record {
 
     /// A copy that records nothing: left behind when the record moves into a response body.
     pub fn detached(&self) -> Self {
-        Self {
-            engine: Arc::clone(&self.engine),
-            session: Arc::clone(&self.session),
-            request_id: self.request_id.clone(),
-            provider: self.provider,
-            dialect: self.dialect,
-            method: self.method.clone(),
-            path: self.path.clone(),
-            model: None,
-            status: None,
-            streamed: false,
-            request_bytes: 0,
-            response_bytes: 0,
-            calls: 0,
-            blocked: 0,
-            extra: serde_json::Map::new(),
-            started: self.started,
-            recorded: true,
-        }
+        let mut copy = Self::new(
+            Arc::clone(&self.engine),
+            Arc::clone(&self.session),
+            self.request_id.clone(),
+            self.provider,
+            &self.method,
+            &self.path,
+        );
+        copy.dialect = self.dialect;
+        copy.started = self.started;
+        copy.recorded = true;
+        copy
     }
 
     pub fn session(&self) -> &Arc<Session> {
