@@ -15,7 +15,6 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use super::encoding::Decoder;
 use super::judge::ProxyJudge;
 use super::record::Record;
-use super::store::Capture;
 use crate::llm::Stream;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -27,7 +26,6 @@ pub struct Intercepted {
     stream: Stream,
     judge: ProxyJudge,
     record: Record,
-    capture: Capture,
     /// Decoded upstream bytes (reused).
     plain: Vec<u8>,
     done: bool,
@@ -40,7 +38,6 @@ impl Intercepted {
         stream: Stream,
         judge: ProxyJudge,
         record: Record,
-        capture: Capture,
     ) -> Self {
         Self {
             upstream,
@@ -48,7 +45,6 @@ impl Intercepted {
             stream,
             judge,
             record,
-            capture,
             plain: Vec::new(),
             done: false,
         }
@@ -66,7 +62,7 @@ impl Intercepted {
                 &self.plain
             }
         };
-        self.capture.response(plain);
+        self.record.capture.response(plain);
         self.stream.push(plain, &mut self.judge, out);
         Ok(())
     }
@@ -80,7 +76,7 @@ impl Intercepted {
             self.plain.clear();
             match decoder.finish(&mut self.plain) {
                 Ok(()) => {
-                    self.capture.response(&self.plain);
+                    self.record.capture.response(&self.plain);
                     self.stream.push(&self.plain, &mut self.judge, out);
                 }
                 Err(e) => problem = Some(format!("the response does not decode: {e}")),
@@ -91,7 +87,6 @@ impl Intercepted {
         let broken = self.stream.is_broken();
         self.record.calls = self.judge.calls;
         self.record.blocked = self.judge.blocked;
-        self.capture.finish(&mut self.record);
         match (problem, broken) {
             (Some(why), _) => self.record.finish(&format!("stream cut: {why}"), true),
             (None, true) => self.record.finish(
@@ -149,7 +144,6 @@ impl Drop for Intercepted {
         if !self.done {
             self.record.calls = self.judge.calls;
             self.record.blocked = self.judge.blocked;
-            self.capture.finish(&mut self.record);
         }
     }
 }
@@ -158,32 +152,21 @@ impl Drop for Intercepted {
 pub struct Observed {
     upstream: Incoming,
     record: Record,
-    capture: Capture,
     done: bool,
 }
 
 impl Observed {
-    pub fn new(upstream: Incoming, record: Record, capture: Capture) -> Self {
+    pub fn new(upstream: Incoming, record: Record) -> Self {
         Self {
             upstream,
             record,
-            capture,
             done: false,
         }
     }
 
     fn end(&mut self, outcome: &str, failed: bool) {
         self.done = true;
-        self.capture.finish(&mut self.record);
         self.record.finish(outcome, failed);
-    }
-}
-
-impl Drop for Observed {
-    fn drop(&mut self) {
-        if !self.done {
-            self.capture.finish(&mut self.record);
-        }
     }
 }
 
@@ -203,7 +186,7 @@ impl Body for Observed {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
                     this.record.response_bytes += data.len() as u64;
-                    this.capture.response(data);
+                    this.record.capture.response(data);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }

@@ -68,6 +68,10 @@ impl Proxy {
         let mut response = match self.forward(request, &route, &mut record).await {
             Ok(response) => response,
             Err(refusal) => {
+                // What the client got, beside what upstream answered (if it did).
+                record
+                    .extra
+                    .insert("refused".into(), json!(refusal.status.as_u16()));
                 record.finish(&refusal.reason, true);
                 error_response(route.provider, refusal.status, &refusal.reason)
             }
@@ -127,14 +131,15 @@ impl Proxy {
         let facts = route.dialect.and_then(|d| llm::request::facts(d, &body));
         if let Some(facts) = &facts {
             record.model.clone_from(&facts.model);
+            record.streamed = facts.stream;
             // Recorded, not acted on: requests of one session are not one conversation (a
             // subagent's first request is "new" too), so the model could end a turn at will.
             record
                 .extra
                 .insert("new_turn".into(), json!(facts.new_turn));
         }
-        let mut capture = Capture::open(&self.bodies, &record.request_id);
-        capture.request(&body);
+        record.capture = Capture::open(&self.bodies, &record.request_id);
+        record.capture.request(&body);
 
         let base = match route.provider {
             Provider::Anthropic => &self.config.anthropic_upstream,
@@ -174,7 +179,7 @@ impl Proxy {
             Some(dialect) if intercepting && head.status.is_success() => dialect,
             // Errors carry no tool calls; other endpoints none either; `disabled` passes.
             _ => {
-                let body = Observed::new(upstream_body, take(record), capture);
+                let body = Observed::new(upstream_body, take(record));
                 return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
             }
         };
@@ -198,11 +203,10 @@ impl Proxy {
                 Stream::new(dialect, self.limits),
                 judge,
                 take(record),
-                capture,
             );
             return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
         }
-        self.buffered(head, upstream_body, dialect, &codings, record, capture)
+        self.buffered(head, upstream_body, dialect, &codings, record)
             .await
     }
 
@@ -214,7 +218,6 @@ impl Proxy {
         dialect: Dialect,
         codings: &[Coding],
         record: &mut Record,
-        mut capture: Capture,
     ) -> Result<Response<ResponseBody>, Refusal> {
         let limit = usize::try_from(MAX_RESPONSE_BYTES).unwrap_or(usize::MAX);
         let raw = Limited::new(upstream_body, limit)
@@ -232,12 +235,11 @@ impl Proxy {
                 })?,
             )
         };
-        capture.response(&plain);
+        record.capture.response(&plain);
         let mut judge = self.judge(dialect, record);
         let rewritten = llm::rewrite_body(dialect, &plain, &mut judge);
         record.calls = judge.calls;
         record.blocked = judge.blocked;
-        capture.finish(record);
         let body = match rewritten {
             Ok(None) => raw,
             Ok(Some(body)) => {

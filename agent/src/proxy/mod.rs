@@ -29,6 +29,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use crate::audit::{Action, Event, EventKind};
 use crate::config::ProxyConfig;
 use crate::daemon::Daemon;
 use crate::llm::Limits;
@@ -120,7 +121,20 @@ pub fn start(
         let _guard = runtime.enter();
         upstream::client(&config.extra_roots)?
     };
-    let bodies = BodyStore::open(state_dir, config.bodies.clone())?;
+    let bodies = {
+        // A stored body that cannot be written is an alert in the trail, not just a log line.
+        let engine = Arc::clone(&daemon.engine);
+        let report = Arc::new(move |what: String| {
+            eprintln!("agentshd: proxy: stored bodies: {what}");
+            engine.record_global(Event::new(
+                EventKind::StoreError,
+                "llm_proxy",
+                Action::Alert,
+                format!("an LLM body was not stored: {what}"),
+            ));
+        });
+        BodyStore::open(state_dir, config.bodies.clone(), report)?
+    };
     let redactor = matches!(
         (config.mode, config.dlp.mode),
         (

@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::route::Provider;
+use super::store::Capture;
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::{Engine, Session};
 use crate::llm::Dialect;
@@ -26,8 +27,10 @@ pub struct Record {
     pub response_bytes: u64,
     pub calls: u32,
     pub blocked: u32,
-    /// Anything else worth keeping: redactions, stored bodies, the mode.
+    /// Anything else worth keeping: redactions, the mode.
     pub extra: serde_json::Map<String, Value>,
+    /// The copies of the bodies, which the event points to however the exchange ends.
+    pub capture: Capture,
     started: Instant,
     recorded: bool,
 }
@@ -57,12 +60,14 @@ impl Record {
             calls: 0,
             blocked: 0,
             extra: serde_json::Map::new(),
+            capture: Capture::default(),
             started: Instant::now(),
             recorded: false,
         }
     }
 
-    /// A copy that records nothing: left behind when the record moves into a response body.
+    /// A copy that records nothing and captures nothing: left behind when the record moves
+    /// into a response body.
     pub fn detached(&self) -> Self {
         let mut copy = Self::new(
             Arc::clone(&self.engine),
@@ -119,6 +124,9 @@ impl Record {
         });
         if let Value::Object(map) = &mut details {
             map.extend(std::mem::take(&mut self.extra));
+            if let Some(bodies) = self.capture.finish() {
+                map.insert("bodies".to_owned(), bodies);
+            }
         }
         let event = Event::new(
             EventKind::LlmRequest,

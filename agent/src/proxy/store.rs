@@ -2,9 +2,8 @@
 //! redaction, so a redacted secret is not kept either) and the response as upstream sent it,
 //! each bounded by `proxy.bodies.max_bytes`.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::record::Record;
 use crate::store::{BodyStore, BodyWriter, Part};
 
 #[derive(Default)]
@@ -43,15 +42,12 @@ impl Capture {
         }
     }
 
-    /// Closes both copies and tells the record where they are.
-    pub fn finish(&mut self, record: &mut Record) {
+    /// Hands both copies over to be closed and says what they hold, for the record; `None`
+    /// when nothing was captured (or this ran before).
+    pub fn finish(&mut self) -> Option<Value> {
         let request = self.request.take().map(BodyWriter::finish);
         let response = self.response.take().map(BodyWriter::finish);
-        if request.is_some() || response.is_some() {
-            record.extra.insert(
-                "bodies".to_owned(),
-                json!({"request": request, "response": response}),
-            );
-        }
+        (request.is_some() || response.is_some())
+            .then(|| json!({"request": request, "response": response}))
     }
 }

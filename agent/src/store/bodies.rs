@@ -2,20 +2,23 @@
 //!
 //! Each body is one file, `bodies/<YYYY-MM-DD>/<request id>.<request|response>`, named by the
 //! UTC day its writer was opened on, so that retention removes whole day directories instead
-//! of looking at every file. A body is cut at `max_bytes`; its length and SHA-256 always cover
-//! all of it. Writing never fails the caller: the first I/O error ends the copy and is reported
-//! with the result, while counting and hashing go on.
+//! of looking at every file. A body is cut at `max_bytes`. Its length covers all of it; its
+//! SHA-256 covers what was stored, so the file can be checked against the trail (hashing bytes
+//! that are not kept would prove nothing, and cost the proxy a fifth of its time on long
+//! streams). The files are written by their own thread ([`body_files`](super::body_files)):
+//! writing never blocks nor fails the caller.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{BufWriter, ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{self};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::StoreError;
+use super::body_files::{BodyFile, BodyFiles, CHUNK, Refused, Reporter};
 use crate::config::BodyStorage;
 
 const BODIES: &str = "bodies";
@@ -42,19 +45,20 @@ impl Part {
 /// What became of one body, for the event that records the exchange.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredBody {
-    /// The file holding the stored part; `None` when bodies are not stored or the file could
-    /// not be created.
+    /// The file holding the stored part; `None` when bodies are not stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
-    /// Bytes handed to the file (after an error the file may hold fewer).
+    /// Bytes handed to the file.
     pub stored: u64,
     /// Bytes in the whole body.
     pub total: u64,
-    /// The file was cut at `max_bytes`.
+    /// The copy is shorter than the body: cut at `max_bytes`, or ended by an error.
     pub truncated: bool,
-    /// Hex SHA-256 of the whole body, stored part or not.
-    pub sha256: String,
-    /// The first I/O error, after which nothing more was written.
+    /// Hex SHA-256 of the stored bytes; `None` when nothing is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why the copy ended early, when it did. Failures of the file itself (it cannot be
+    /// created, a write fails) are recorded by the file thread as they happen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -68,22 +72,45 @@ pub struct PruneReport {
 }
 
 /// The `bodies/` directory and the limits it is kept to.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BodyStore {
     dir: PathBuf,
     config: BodyStorage,
+    /// The file thread, when bodies are stored.
+    files: Option<BodyFiles>,
+}
+
+impl std::fmt::Debug for BodyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyStore")
+            .field("dir", &self.dir)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BodyStore {
-    /// Creates `<state_dir>/bodies` (owner only: it holds conversations) when bodies are
-    /// stored; with `store: false` nothing is created, yet [`prune`](Self::prune) still clears
-    /// what was stored before.
-    pub fn open(state_dir: &Path, config: BodyStorage) -> Result<Self, StoreError> {
+    /// Creates `<state_dir>/bodies` (owner only: it holds conversations) and starts its file
+    /// thread when bodies are stored; `report` hears of files that cannot be made or written.
+    /// With `store: false` nothing is created, yet [`prune`](Self::prune) still clears what
+    /// was stored before.
+    pub fn open(
+        state_dir: &Path,
+        config: BodyStorage,
+        report: Reporter,
+    ) -> Result<Self, StoreError> {
         let dir = state_dir.join(BODIES);
-        if config.store {
+        let files = if config.store {
             super::create_state_dir(&dir)?;
-        }
-        Ok(Self { dir, config })
+            let files = BodyFiles::start(report).map_err(|source| StoreError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            Some(files)
+        } else {
+            None
+        };
+        Ok(Self { dir, config, files })
     }
 
     pub fn dir(&self) -> &Path {
@@ -91,9 +118,8 @@ impl BodyStore {
     }
 
     /// A writer for one body of request `request_id` (ASCII letters, digits, `-` and `_`, at
-    /// most 128). Only a bad id is an error: a file that cannot be created is reported by
-    /// [`BodyWriter::finish`], and the body is still counted and hashed. An existing file is
-    /// never overwritten.
+    /// most 128). Only a bad id is an error. No file is touched here: the file thread creates
+    /// it (never over an existing one) when the first bytes arrive.
     pub fn writer(&self, request_id: &str, part: Part) -> Result<BodyWriter, StoreError> {
         self.writer_at(request_id, part, SystemTime::now())
     }
@@ -105,20 +131,29 @@ impl BodyStore {
         now: SystemTime,
     ) -> Result<BodyWriter, StoreError> {
         check_request_id(request_id)?;
-        let mut writer = BodyWriter::counting(self.config.max_bytes);
-        if !self.config.store {
-            return Ok(writer);
+        let file = self.files.as_ref().map(|files| {
+            let path = self
+                .dir
+                .join(day_name(day_of(now)))
+                .join(format!("{request_id}.{}", part.as_str()));
+            (files.clone(), BodyFile::new(path))
+        });
+        Ok(BodyWriter {
+            file,
+            limit: self.config.max_bytes,
+            pending: Vec::new(),
+            stored: 0,
+            total: 0,
+            sha: Sha256::new(),
+            error: None,
+        })
+    }
+
+    /// Waits until every body handed over so far is on disk.
+    pub fn sync(&self) {
+        if let Some(files) = &self.files {
+            files.sync();
         }
-        let day = self.dir.join(day_name(day_of(now)));
-        let path = day.join(format!("{request_id}.{}", part.as_str()));
-        match create_body_file(&day, &path) {
-            Ok(file) => {
-                writer.file = Some(BufWriter::new(file));
-                writer.path = Some(path);
-            }
-            Err(message) => writer.error = Some(message),
-        }
-        Ok(writer)
     }
 
     /// Removes the day directories older than `retention_days` before `now`'s UTC day: with
@@ -164,12 +199,15 @@ impl BodyStore {
     }
 }
 
-/// Takes one body as it streams: keeps the first `max_bytes` in its file, counts and hashes
-/// everything. Cheap and synchronous (buffered std writes).
+/// Takes one body as it streams: counts everything, keeps the first `max_bytes`, handing
+/// them to the file thread in chunks and hashing each chunk as it goes.
 pub struct BodyWriter {
-    file: Option<BufWriter<File>>,
-    path: Option<PathBuf>,
+    /// The file thread and this body's file, when bodies are stored.
+    file: Option<(BodyFiles, Arc<BodyFile>)>,
     limit: u64,
+    /// Bytes kept and not yet handed over (less than a chunk).
+    pending: Vec<u8>,
+    /// Bytes handed over.
     stored: u64,
     total: u64,
     sha: Sha256,
@@ -177,76 +215,66 @@ pub struct BodyWriter {
 }
 
 impl BodyWriter {
-    fn counting(limit: u64) -> Self {
-        Self {
-            file: None,
-            path: None,
-            limit,
-            stored: 0,
-            total: 0,
-            sha: Sha256::new(),
-            error: None,
-        }
-    }
-
     pub fn write(&mut self, bytes: &[u8]) {
-        self.sha.update(bytes);
         self.total = self.total.saturating_add(bytes.len() as u64);
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
-        let room = usize::try_from(self.limit.saturating_sub(self.stored)).unwrap_or(usize::MAX);
-        let kept = &bytes[..bytes.len().min(room)];
-        if kept.is_empty() {
+        if self.file.is_none() || self.error.is_some() {
             return;
         }
-        match file.write_all(kept) {
-            Ok(()) => self.stored += kept.len() as u64,
-            Err(e) => self.fail(e),
+        let kept = self.stored + self.pending.len() as u64;
+        let room = usize::try_from(self.limit.saturating_sub(kept)).unwrap_or(usize::MAX);
+        let take = bytes.len().min(room);
+        if take == 0 {
+            return;
+        }
+        self.pending.extend_from_slice(&bytes[..take]);
+        if self.pending.len() >= CHUNK {
+            self.hand_over();
         }
     }
 
-    /// Flushes the file and says what was kept.
+    /// Hands over the rest and says what was kept; the file is closed once written.
     pub fn finish(mut self) -> StoredBody {
-        if let Some(Err(e)) = self.file.as_mut().map(Write::flush) {
-            self.fail(e);
-        }
+        self.hand_over();
+        let path = self.file.take().map(|(_, file)| file.path().to_path_buf());
+        let stored = path.is_some().then(|| hex::encode(self.sha.finalize()));
         StoredBody {
-            truncated: self.path.is_some() && self.total > self.limit,
-            path: self.path,
+            truncated: path.is_some() && self.stored < self.total,
+            path,
             stored: self.stored,
             total: self.total,
-            sha256: hex::encode(self.sha.finalize()),
+            sha256: stored,
             error: self.error,
         }
     }
 
-    /// Records the error and drops the file without flushing its buffer: nothing more is
-    /// written after an error.
-    fn fail(&mut self, e: std::io::Error) {
-        let path = self.path.as_deref().unwrap_or(Path::new("?"));
-        self.error
-            .get_or_insert_with(|| format!("cannot write {}: {e}", path.display()));
-        if let Some(file) = self.file.take() {
-            let _unflushed = file.into_parts();
+    fn hand_over(&mut self) {
+        let Some((files, file)) = &self.file else {
+            return;
+        };
+        if self.error.is_some() || self.pending.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.pending);
+        let len = bytes.len() as u64;
+        // The hash covers what the thread got, and nothing it did not.
+        let mut sha = self.sha.clone();
+        sha.update(&bytes);
+        match files.append(file, bytes) {
+            Ok(()) => {
+                self.sha = sha;
+                self.stored += len;
+            }
+            Err(refused) => {
+                self.error = Some(match refused {
+                    Refused::Behind => format!(
+                        "the body files fell behind the traffic; the copy ends after {} bytes",
+                        self.stored
+                    ),
+                    Refused::Stopped => "the body file thread is gone".to_owned(),
+                });
+            }
         }
     }
-}
-
-/// Creates the day directory if needed and the body file in it (new, owner only).
-fn create_body_file(day: &Path, path: &Path) -> Result<File, String> {
-    match DirBuilder::new().mode(0o700).create(day) {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", day.display())),
-    }
-    // create_new: never overwrite a stored body, nor open through a symlink.
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))
 }
 
 /// A request id becomes a file name: only a plain name of safe characters can't leave the
@@ -347,16 +375,29 @@ mod tests {
     }
 
     fn open(state: &Path, store: bool, max_bytes: u64, retention_days: u64) -> BodyStore {
+        open_reporting(state, store, max_bytes, retention_days).0
+    }
+
+    /// A store, and what its file thread reported.
+    fn open_reporting(
+        state: &Path,
+        store: bool,
+        max_bytes: u64,
+        retention_days: u64,
+    ) -> (BodyStore, Arc<std::sync::Mutex<Vec<String>>>) {
         let config = BodyStorage {
             store,
             max_bytes,
             retention_days,
         };
-        BodyStore::open(state, config).unwrap()
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&reports);
+        let report: Reporter = Arc::new(move |what| sink.lock().unwrap().push(what));
+        (BodyStore::open(state, config, report).unwrap(), reports)
     }
 
-    fn sha(bytes: &[u8]) -> String {
-        hex::encode(Sha256::digest(bytes))
+    fn sha(bytes: &[u8]) -> Option<String> {
+        Some(hex::encode(Sha256::digest(bytes)))
     }
 
     fn mode(path: &Path) -> u32 {
@@ -364,7 +405,7 @@ mod tests {
     }
 
     #[test]
-    fn bodies_are_cut_at_max_bytes_and_hashed_whole() {
+    fn bodies_are_cut_at_max_bytes_and_the_stored_part_hashed() {
         let state = tempfile::tempdir().unwrap();
         let store = open(state.path(), true, 10, 30);
         let mut w = store
@@ -376,10 +417,11 @@ mod tests {
         let body = w.finish();
         let path = store.dir().join("2024-03-01/req1.response");
         assert_eq!(body.path.as_deref(), Some(path.as_path()));
-        assert_eq!(fs::read(&path).unwrap(), b"data: hell");
         assert_eq!((body.stored, body.total, body.truncated), (10, 19, true));
-        assert_eq!(body.sha256, sha(b"data: hello world\n\n"));
+        assert_eq!(body.sha256, sha(b"data: hell"));
         assert_eq!(body.error, None);
+        store.sync();
+        assert_eq!(fs::read(&path).unwrap(), b"data: hell");
 
         // Exactly max_bytes is whole, not truncated.
         let mut w = store
@@ -388,11 +430,44 @@ mod tests {
         w.write(b"0123456789");
         let body = w.finish();
         assert_eq!((body.stored, body.total, body.truncated), (10, 10, false));
+        store.sync();
         assert_eq!(fs::read(body.path.unwrap()).unwrap(), b"0123456789");
     }
 
     #[test]
-    fn not_storing_only_counts_and_hashes() {
+    fn large_bodies_go_over_in_chunks_and_arrive_whole() {
+        let state = tempfile::tempdir().unwrap();
+        let store = open(state.path(), true, 1 << 20, 30);
+        let body: Vec<u8> = (0..3 * CHUNK + 123).map(|i| (i % 251) as u8).collect();
+        let mut w = store.writer("big", Part::Response).unwrap();
+        for piece in body.chunks(1000) {
+            w.write(piece);
+        }
+        let stored = w.finish();
+        assert_eq!(
+            (stored.stored, stored.total),
+            (body.len() as u64, body.len() as u64)
+        );
+        assert_eq!(stored.sha256, sha(&body));
+        store.sync();
+        assert_eq!(fs::read(stored.path.unwrap()).unwrap(), body);
+    }
+
+    #[test]
+    fn writing_creates_nothing_until_the_thread_does() {
+        let state = tempfile::tempdir().unwrap();
+        let store = open(state.path(), true, 100, 30);
+        let w = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
+        // An empty body hands nothing over: no file.
+        let body = w.finish();
+        store.sync();
+        assert_eq!((body.stored, body.total, body.truncated), (0, 0, false));
+        assert_eq!(body.sha256, sha(b""));
+        assert!(!body.path.unwrap().exists());
+    }
+
+    #[test]
+    fn not_storing_only_counts() {
         let state = tempfile::tempdir().unwrap();
         let store = open(state.path(), false, 10, 30);
         assert!(!store.dir().exists());
@@ -401,11 +476,13 @@ mod tests {
         let body = w.finish();
         assert_eq!(body.path, None);
         assert_eq!((body.stored, body.total, body.truncated), (0, 28, false));
-        assert_eq!(body.sha256, sha(b"a body longer than ten bytes"));
+        assert_eq!(body.sha256, None);
         assert_eq!(body.error, None);
+        store.sync();
         assert!(!store.dir().exists());
         let json = serde_json::to_value(&body).unwrap();
         assert!(json.get("path").is_none() && json.get("error").is_none());
+        assert!(json.get("sha256").is_none());
     }
 
     #[test]
@@ -416,6 +493,7 @@ mod tests {
         let mut w = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         w.write(b"{}");
         let path = w.finish().path.unwrap();
+        store.sync();
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         assert_eq!(mode(&path), 0o600);
     }
@@ -452,66 +530,69 @@ mod tests {
     #[test]
     fn a_stored_body_is_never_overwritten() {
         let state = tempfile::tempdir().unwrap();
-        let store = open(state.path(), true, 100, 30);
+        let (store, reports) = open_reporting(state.path(), true, 100, 30);
         let mut first = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         first.write(b"first");
         let first = first.finish();
         let mut second = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         second.write(b"second");
-        let second = second.finish();
-        assert_eq!(second.path, None);
-        assert!(second.error.unwrap().contains("r.request"));
-        assert_eq!(second.sha256, sha(b"second"));
+        second.finish();
+        store.sync();
         assert_eq!(fs::read(first.path.unwrap()).unwrap(), b"first");
+        let reports = reports.lock().unwrap();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(reports[0].contains("2024-03-01/r.request"), "{reports:?}");
     }
 
     #[test]
     fn a_file_that_cannot_be_created_is_reported() {
         let state = tempfile::tempdir().unwrap();
-        let store = open(state.path(), true, 100, 30);
+        let (store, reports) = open_reporting(state.path(), true, 100, 30);
         // A regular file where the day directory goes: fails for root too.
         fs::write(store.dir().join("2024-03-01"), b"").unwrap();
         let mut w = store
             .writer_at("r", Part::Response, at(MAR_1_2024))
             .unwrap();
-        w.write(b"still hashed");
-        let body = w.finish();
-        assert_eq!(body.path, None);
-        assert_eq!((body.stored, body.total), (0, 12));
-        assert_eq!(body.sha256, sha(b"still hashed"));
-        let error = body.error.unwrap();
-        assert!(error.contains("2024-03-01/r.response"), "{error}");
-    }
-
-    /// A writer onto /dev/full, where every write that reaches the file fails (also as root).
-    fn full_writer(limit: u64) -> BodyWriter {
-        let file = OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let mut w = BodyWriter::counting(limit);
-        w.file = Some(BufWriter::new(file));
-        w.path = Some(PathBuf::from("/dev/full"));
-        w
+        w.write(b"a body");
+        w.write(b" in two chunks");
+        w.finish();
+        store.sync();
+        let reports = reports.lock().unwrap();
+        assert_eq!(reports.len(), 1, "reported once: {reports:?}");
+        assert!(reports[0].contains("cannot create"), "{reports:?}");
+        assert!(reports[0].contains("2024-03-01"), "{reports:?}");
     }
 
     #[test]
-    fn write_errors_stop_writing_and_are_reported() {
-        // Larger than BufWriter's buffer: the write itself fails.
-        let big = vec![b'x'; 64 * 1024];
-        let mut w = full_writer(1 << 20);
-        w.write(&big);
-        assert!(w.error.is_some() && w.file.is_none());
-        w.write(b"tail");
+    fn a_copy_the_disk_cannot_keep_up_with_ends_and_says_so() {
+        let state = tempfile::tempdir().unwrap();
+        let store = open(state.path(), true, u64::MAX, 30);
+        // A body whose file the thread waits on, so the queue fills behind it.
+        let mut stuck = store.writer("stuck", Part::Response).unwrap();
+        let stuck_file = Arc::clone(&stuck.file.as_ref().unwrap().1);
+        let held = stuck_file.hold();
+        stuck.write(&vec![b'a'; CHUNK]);
+        let mut w = store.writer("late", Part::Response).unwrap();
+        let chunk = vec![b'b'; CHUNK];
+        let mut handed = Vec::new();
+        for _ in 0..1000 {
+            w.write(&chunk);
+            if w.error.is_some() {
+                break;
+            }
+            handed.extend_from_slice(&chunk);
+        }
         let body = w.finish();
-        assert_eq!((body.stored, body.total), (0, big.len() as u64 + 4));
-        assert_eq!(body.sha256, sha(&[&big[..], b"tail"].concat()));
-        let error = body.error.unwrap();
-        assert!(error.starts_with("cannot write /dev/full:"), "{error}");
-
-        // Buffered: the flush in finish fails.
-        let mut w = full_writer(1 << 20);
-        w.write(b"small");
-        let body = w.finish();
-        assert_eq!(body.stored, 5);
-        assert!(body.error.is_some());
+        drop(held);
+        drop(stuck);
+        let error = body.error.expect("the writer fell behind");
+        assert!(error.contains("fell behind"), "{error}");
+        assert!(body.truncated && body.stored < body.total);
+        assert_eq!(body.stored, handed.len() as u64);
+        // The hash covers exactly what the file got.
+        assert_eq!(body.sha256, sha(&handed));
+        store.sync();
+        assert_eq!(fs::read(body.path.unwrap()).unwrap(), handed);
     }
 
     fn mkdirs(bodies: &Path, names: &[&str]) {

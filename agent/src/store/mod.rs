@@ -9,11 +9,13 @@
 //! - [`link_calls`]: which tools/call executed which tool call a model asked for.
 
 mod bodies;
+mod body_files;
 mod events;
 mod links;
 mod pins;
 
 pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
+pub use body_files::Reporter as BodyReporter;
 pub use events::{EventLog, EventQuery, SessionRecord};
 pub use links::{LINK_WINDOW, link_calls};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
