@@ -1,11 +1,16 @@
 //! The LLM test peers (tests/peers/llm): a fake Anthropic/OpenAI upstream on 127.0.0.2 serving
-//! recorded fixtures, and a client driven by the official `anthropic` and `openai` SDKs.
+//! recorded fixtures, over HTTP or HTTPS with certificates from a [`TestCa`], and a client
+//! driven by the official `anthropic` and `openai` SDKs.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
 use serde_json::Value;
 
 use crate::{Output, repo_root, run_bounded, wait_bounded};
@@ -30,25 +35,95 @@ pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A certificate authority made for one test, and the server certificates it signs.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    /// Its certificate (PEM): what `tls.extra_roots` names to trust it.
+    pub pem: PathBuf,
+}
+
+/// A server's certificate and key, PEM files written by [`TestCa::issue`].
+pub struct ServerCert {
+    pub name: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TestCa {
+    /// A new CA, its certificate written to `DIR/NAME.pem`.
+    pub fn new(dir: &Path, name: &str) -> Self {
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("agentsh test CA {name}"));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().expect("a CA key");
+        let issuer = CertifiedIssuer::self_signed(params, key).expect("a CA certificate");
+        let pem = dir.join(format!("{name}.pem"));
+        std::fs::write(&pem, issuer.pem()).expect("write the CA certificate");
+        Self { issuer, pem }
+    }
+
+    /// A server certificate for `subject_alt_names` (IP addresses or DNS names) signed by this
+    /// CA, written to `DIR/NAME.crt` and `DIR/NAME.key`.
+    pub fn issue(&self, dir: &Path, name: &str, subject_alt_names: &[&str]) -> ServerCert {
+        let sans: Vec<String> = subject_alt_names.iter().map(|s| s.to_string()).collect();
+        let mut params = CertificateParams::new(sans).expect("valid subject alt names");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().expect("a server key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("a server certificate");
+        let files = ServerCert {
+            name: name.to_owned(),
+            cert: dir.join(format!("{name}.crt")),
+            key: dir.join(format!("{name}.key")),
+        };
+        std::fs::write(&files.cert, cert.pem()).expect("write the server certificate");
+        std::fs::write(&files.key, key.serialize_pem()).expect("write the server key");
+        files
+    }
+}
+
 /// The fake upstream, stopped on drop.
 pub struct FakeUpstream {
     child: Child,
-    /// `http://127.0.0.2:PORT`
+    /// `http://127.0.0.2:PORT`, or `https://` when it serves TLS.
     pub url: String,
-    /// One JSON line per request it received.
+    /// One JSON line per request it received, and per TLS handshake that failed.
     pub log: PathBuf,
 }
 
 impl FakeUpstream {
+    /// Plain HTTP, logging to `DIR/upstream.log`.
     pub fn start(dir: &Path) -> Self {
+        Self::spawn(dir.join("upstream.log"), None)
+    }
+
+    /// HTTPS with `cert`, logging to `DIR/upstream-NAME.log` (NAME the certificate's).
+    pub fn start_tls(dir: &Path, cert: &ServerCert) -> Self {
+        Self::spawn(dir.join(format!("upstream-{}.log", cert.name)), Some(cert))
+    }
+
+    fn spawn(log: PathBuf, tls: Option<&ServerCert>) -> Self {
         let peers = llm_peers();
-        let log = dir.join("upstream.log");
-        let mut child = Command::new(python(&peers))
+        let mut command = Command::new(python(&peers));
+        command
             .arg(peers.join("fake_upstream.py"))
             .args(["--host", "127.0.0.2", "--port", "0", "--fixtures"])
             .arg(peers.join("fixtures"))
             .arg("--log")
-            .arg(&log)
+            .arg(&log);
+        if let Some(tls) = tls {
+            command
+                .arg("--tls-cert")
+                .arg(&tls.cert)
+                .arg("--tls-key")
+                .arg(&tls.key);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -62,19 +137,21 @@ impl FakeUpstream {
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("fake_upstream said {line:?}"))
             .to_owned();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         Self {
             child,
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
             log,
         }
     }
 
-    /// The requests it received so far.
+    /// The requests it received so far (the log's other lines are failed TLS handshakes).
     pub fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad log line {l}: {e}")))
+            .filter(|entry: &Value| entry.get("method").is_some())
             .collect()
     }
 }

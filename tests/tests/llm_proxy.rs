@@ -3,11 +3,15 @@
 //! parse every rewritten stream and body, stop reasons are right, allowed responses are
 //! byte-identical, compressed responses are inspected, secrets are redacted from requests,
 //! and a session's requests are judged by the session's policy and linked to the tools/call
-//! its agent then made through the shim.
+//! its agent then made through the shim. An HTTPS upstream is verified against the system
+//! roots and `tls.extra_roots`: one that verifies is intercepted as over plain HTTP, one that
+//! does not is refused before the request leaves.
 //! Needs root (cgroups), as CI runs.
 
 use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
-use agentsh_tests::llm::{FakeUpstream, RawUpstream, fixture, raw_post, sdk, sdk_command, summary};
+use agentsh_tests::llm::{
+    FakeUpstream, RawUpstream, TestCa, fixture, raw_post, sdk, sdk_command, summary,
+};
 use serde_json::{Value, json};
 
 /// The daemon's policy: writes are refused.
@@ -520,4 +524,203 @@ fn disabled_mode_passes_everything_and_records_it() {
         "--json",
     ]);
     assert!(intercepted.is_empty(), "{intercepted:?}");
+}
+
+/// The proxy's config for HTTPS upstreams, trusting `ca` besides the system roots.
+fn tls_proxy_config(anthropic: &str, openai: &str, ca: &std::path::Path) -> String {
+    format!(
+        "proxy:\n  listen: 127.0.0.1:0\n  mode: mcp-only\nproviders:\n  anthropic: {{upstream: \"{anthropic}\"}}\n  openai: {{upstream: \"{openai}\"}}\ntls:\n  extra_roots: [\"{}\"]\n",
+        ca.display()
+    )
+}
+
+#[test]
+fn an_https_upstream_signed_by_an_extra_root_is_intercepted_like_plain_http() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "ca");
+    let cert = ca.issue(
+        dir.path(),
+        "upstream",
+        &["127.0.0.2", "upstream.agentsh.test"],
+    );
+    let upstream = FakeUpstream::start_tls(dir.path(), &cert);
+    assert!(
+        upstream.url.starts_with("https://127.0.0.2:"),
+        "{}",
+        upstream.url
+    );
+    let config = tls_proxy_config(&upstream.url, &upstream.url, &ca.pem);
+    let daemon = Daemon::start_with(dir.path(), POLICY, &config);
+
+    // A blocked write and an allowed memory call, each API, buffered and streamed.
+    let mut jobs: Vec<Box<dyn FnOnce() -> (String, Value) + Send + '_>> = Vec::new();
+    for stream in [false, true] {
+        for (api, scenario) in [("anthropic", "anthropic_tools"), ("chat", "chat_tools")] {
+            let daemon = &daemon;
+            jobs.push(Box::new(move || {
+                let mut extra = vec![];
+                if stream {
+                    extra.push("--stream");
+                }
+                let label = format!("{api} stream={stream}");
+                (label, summary(&through(daemon, api, scenario, &extra)))
+            }));
+        }
+    }
+    let arguments = json!({"entities": [{"name": "alice", "entityType": "person", "observations": ["likes tea"]}]});
+    for (label, out) in in_parallel(jobs) {
+        let first = &out["choices"][0];
+        assert!(
+            first["text"].as_str().unwrap().contains(BLOCKED_WRITE),
+            "{label}: {out}"
+        );
+        assert_eq!(names(first), [CREATE], "{label}: {out}");
+        assert_eq!(
+            first["tool_calls"][0]["arguments"], arguments,
+            "{label}: {out}"
+        );
+    }
+
+    // Nothing blocked: the upstream's bytes exactly, streamed or not.
+    let mut jobs: Vec<Box<dyn FnOnce() -> (String, bool) + Send + '_>> = Vec::new();
+    for (api, scenario) in [("anthropic", "anthropic_text"), ("chat", "chat_text")] {
+        for stream in [false, true] {
+            let daemon = &daemon;
+            jobs.push(Box::new(move || {
+                let mut extra = vec!["--raw"];
+                if stream {
+                    extra.push("--stream");
+                }
+                let out = through(daemon, api, scenario, &extra);
+                assert!(out.status.success(), "{api} {scenario}: {}", out.stderr);
+                let file = format!("{scenario}.{}", if stream { "sse" } else { "json" });
+                let same = out.stdout.as_bytes() == fixture(&file).as_slice();
+                (file, same)
+            }));
+        }
+    }
+    for (file, same) in in_parallel(jobs) {
+        assert!(same, "{file} did not pass byte for byte");
+    }
+
+    // Every request reached the upstream over TLS (its log names the protocol version), and
+    // each exchange is recorded as answered.
+    let seen = upstream.requests();
+    assert_eq!(seen.len(), 8, "{seen:#?}");
+    assert!(seen.iter().all(|r| r["tls"].is_string()), "{seen:#?}");
+    let requests = daemon.json_lines(&["mcp", "events", "--type", "llm_request", "--json"]);
+    assert_eq!(requests.len(), 8, "{requests:#?}");
+    assert!(
+        requests.iter().all(|r| r["details"]["status"] == 200),
+        "{requests:#?}"
+    );
+}
+
+#[test]
+fn an_upstream_certificate_that_does_not_verify_is_refused_before_the_request_leaves() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = TestCa::new(dir.path(), "trusted");
+    let stranger = TestCa::new(dir.path(), "stranger");
+    // Anthropic's upstream has the right address from an unknown CA; OpenAI's has a trusted
+    // CA's certificate for another address and name.
+    let unknown_issuer = stranger.issue(dir.path(), "unknown-issuer", &["127.0.0.2"]);
+    let wrong_name = trusted.issue(dir.path(), "wrong-name", &["127.0.0.3", "elsewhere.test"]);
+    let anthropic = FakeUpstream::start_tls(dir.path(), &unknown_issuer);
+    let openai = FakeUpstream::start_tls(dir.path(), &wrong_name);
+    let config = tls_proxy_config(&anthropic.url, &openai.url, &trusted.pem);
+    let daemon = Daemon::start_with(dir.path(), POLICY, &config);
+
+    // The SDKs get the proxy's 502 as an API error, streamed or not, and no answer.
+    let jobs: Vec<Box<dyn FnOnce() -> (String, agentsh_tests::Output) + Send + '_>> = vec![
+        Box::new(|| {
+            let out = through(&daemon, "anthropic", "anthropic_text", &["--stream"]);
+            ("anthropic".to_owned(), out)
+        }),
+        Box::new(|| {
+            (
+                "chat".to_owned(),
+                through(&daemon, "chat", "chat_text", &[]),
+            )
+        }),
+    ];
+    for (api, out) in in_parallel(jobs) {
+        assert!(!out.status.success(), "{api}: {}", out.stdout);
+        assert!(out.stdout.is_empty(), "{api}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("502")
+                && out.stderr.contains("agentsh: upstream https://127.0.0.2:"),
+            "{api}: {}",
+            out.stderr
+        );
+    }
+
+    // On the wire: 502 in each provider's error shape, saying why the certificate failed.
+    let proxy = daemon.proxy.clone().expect("the proxy");
+    let chat = r#"{"model":"gpt-5","messages":[{"role":"user","content":"hi"}]}"#;
+    let mut refused_ids = Vec::new();
+    for (path, body, why) in [
+        ("/anthropic/v1/messages", MESSAGES, "UnknownIssuer"),
+        ("/openai/v1/chat/completions", chat, "not valid for name"),
+    ] {
+        let refused = raw_post(&proxy, path, body, None);
+        assert_eq!(refused.status, 502, "{path}");
+        let error: Value = serde_json::from_slice(&refused.body).expect("a JSON error");
+        let provider_shape = if path.starts_with("/anthropic") {
+            error["type"] == "error"
+        } else {
+            error["error"]["type"] == "agentsh_error"
+        };
+        assert!(provider_shape, "{path}: {error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("agentsh: upstream https://127.0.0.2:") && message.contains(why),
+            "{path}: {message}"
+        );
+        let id = refused
+            .head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-agentsh-request-id:"))
+            .unwrap_or_else(|| panic!("{path}: no request id in {}", refused.head));
+        refused_ids.push(id.trim().to_owned());
+    }
+
+    // Nothing reached either upstream: the prompt never left for an unverified peer.
+    assert!(
+        anthropic.requests().is_empty(),
+        "{:?}",
+        anthropic.requests()
+    );
+    assert!(openai.requests().is_empty(), "{:?}", openai.requests());
+
+    // The trail records each failed exchange, under the id its client was told, as an alert
+    // with its reason and no upstream status.
+    let requests = daemon.json_lines(&["mcp", "events", "--type", "llm_request", "--json"]);
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    for id in &refused_ids {
+        assert!(
+            requests
+                .iter()
+                .any(|e| e["details"]["request_id"] == id.as_str()),
+            "no llm_request {id}: {requests:#?}"
+        );
+    }
+    for event in &requests {
+        let why = match event["details"]["provider"].as_str() {
+            Some("anthropic") => "UnknownIssuer",
+            Some("openai") => "not valid for name",
+            other => panic!("provider {other:?}: {event}"),
+        };
+        assert_eq!(event["action"], "alert", "{event}");
+        assert!(
+            event["reason"].as_str().is_some_and(|r| r.contains(why)),
+            "{event}"
+        );
+        assert_eq!(event["details"]["status"], Value::Null, "{event}");
+    }
 }

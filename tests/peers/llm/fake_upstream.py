@@ -2,9 +2,10 @@
 """A fake Anthropic and OpenAI API server that answers from fixture files.
 
     fake_upstream.py --host 127.0.0.2 --port 0 --fixtures DIR --log FILE
-                     [--chunk-size 37] [--chunk-delay 0.002]
+                     [--chunk-size 37] [--chunk-delay 0.002] [--tls-cert PEM --tls-key PEM]
 
-Prints `listening HOST:PORT` on stdout once it accepts connections. HTTP/1.1 with keep-alive.
+Prints `listening HOST:PORT` on stdout once it accepts connections. HTTP/1.1 with keep-alive;
+HTTPS with --tls-cert and --tls-key (the certificate chain and its key, PEM files).
 
 Routes (POST): /v1/messages (Anthropic), /v1/chat/completions and /v1/responses (OpenAI). The
 answer is chosen by request headers:
@@ -25,12 +26,15 @@ provider: Anthropic's {"type":"error","error":{"type","message"},"request_id"} o
 
 Every request is appended to --log as one JSON line, flushed:
   {"method": ..., "path": ..., "headers": {lowercased name: value}, "body": parsed JSON or string}
-(a request body in Content-Encoding gzip/br/zstd/deflate is decoded first).
+(a request body in Content-Encoding gzip/br/zstd/deflate is decoded first), plus "tls": the
+protocol version when it came over TLS. A TLS handshake that fails is logged as
+  {"tls_error": "..."}
 """
 import argparse
 import gzip
 import json
 import os
+import ssl
 import sys
 import threading
 import time
@@ -109,6 +113,31 @@ def decompress(data, encoding):
     return data
 
 
+def log(entry):
+    with Handler.log_lock:
+        Handler.log_file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        Handler.log_file.flush()
+
+
+class TLSServer(ThreadingHTTPServer):
+    """HTTPS: each connection's handshake runs in its own thread, so a client that stalls or
+    refuses the certificate holds up no other."""
+
+    tls = None  # an ssl.SSLContext, set by main()
+
+    def finish_request(self, request, client_address):
+        try:
+            request = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as e:
+            # A client refusing our certificate ends here: logged, no request read.
+            log({"tls_error": str(e)})
+            return
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-upstream/1"
@@ -157,9 +186,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = text
         entry = {"method": self.command, "path": self.path, "headers": headers, "body": body}
-        with self.log_lock:
-            self.log_file.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            self.log_file.flush()
+        if isinstance(self.connection, ssl.SSLSocket):
+            entry["tls"] = self.connection.version()
+        log(entry)
         return body
 
     # ------------------------------------------------------------------ answers
@@ -280,13 +309,22 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--chunk-size", type=int, default=37, help="bytes per chunk of a streamed body")
     p.add_argument("--chunk-delay", type=float, default=0.002, help="seconds between chunks")
+    p.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    p.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
     args = p.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
 
     Handler.fixtures = args.fixtures
     Handler.log_file = open(args.log, "a", encoding="utf-8")
     Handler.chunk_size = args.chunk_size
     Handler.chunk_delay = args.chunk_delay
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    if args.tls_cert:
+        TLSServer.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        TLSServer.tls.load_cert_chain(args.tls_cert, args.tls_key)
+        server = TLSServer((args.host, args.port), Handler)
+    else:
+        server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
     host, port = server.server_address[:2]
     print(f"listening {host}:{port}", flush=True)
