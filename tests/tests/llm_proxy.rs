@@ -721,6 +721,11 @@ fn an_upstream_certificate_that_does_not_verify_is_refused_before_the_request_le
             event["reason"].as_str().is_some_and(|r| r.contains(why)),
             "{event}"
         );
+        // No upstream answer; what the client got; the prompt that failed is still kept.
         assert_eq!(event["details"]["status"], Value::Null, "{event}");
+        assert_eq!(event["details"]["refused"], 502, "{event}");
+        let request = &event["details"]["bodies"]["request"];
+        assert!(request["path"].is_string(), "{event}");
+        assert!(request["stored"].as_u64().is_some_and(|n| n > 0), "{event}");
     }
 }

@@ -366,12 +366,12 @@ impl Upstream<'_> {
 /// Reads an event's data once; Err if it cannot be read as what it says it is.
 fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
     // SSE clients dispatch no event without data, whatever its name: nothing to track.
-    if event.data.is_empty() {
+    if event.data().is_empty() {
         return Ok(Upstream::Inert);
     }
     let data: EventData =
-        serde_json::from_str(&event.data).map_err(|err| Break::Unreadable(err.to_string()))?;
-    let kind = event_kind(event.name.as_deref(), data.kind)?;
+        serde_json::from_str(event.data()).map_err(|err| Break::Unreadable(err.to_string()))?;
+    let kind = event_kind(event.name(), data.kind)?;
     let index = || data.index.ok_or_else(|| missing(kind, "index"));
     Ok(match kind {
         EventKind::Ping | EventKind::Unknown => Upstream::Inert,
@@ -878,7 +878,7 @@ impl Message {
         let all_blocked = self.blocked_calls > 0 && self.released_calls == 0;
         match stop_reason {
             Some(stop_reason) if all_blocked && is_tool_use(stop_reason) => {
-                let data = end_turn_instead(&event.data, stop_reason).ok_or_else(|| {
+                let data = end_turn_instead(event.data(), stop_reason).ok_or_else(|| {
                     Break::Unreadable("message_delta's stop reason could not be located".to_owned())
                 })?;
                 out.extend_from_slice(&sse::encode(Some("message_delta"), &data));
@@ -1391,12 +1391,12 @@ data: {"type":"message_stop"}
         for event in &events {
             assert!(ended_by.is_none(), "an event after the end: {event:?}");
             // SSE clients dispatch no event without data.
-            if event.data.is_empty() {
+            if event.data().is_empty() {
                 continue;
             }
-            let data: Value = serde_json::from_str(&event.data).unwrap();
+            let data: Value = serde_json::from_str(event.data()).unwrap();
             let kind = data["type"].as_str().unwrap();
-            assert_eq!(event.name.as_deref(), Some(kind));
+            assert_eq!(event.name(), Some(kind));
             let index = data["index"].as_u64();
             match kind {
                 "ping" => {}

@@ -481,7 +481,7 @@ impl Stream {
         let mut events = std::mem::take(&mut self.events);
         let read = self.reader.finish(&mut events);
         if let Some(last) = events.last_mut()
-            && !last.data.starts_with("[DONE]")
+            && !last.data().starts_with("[DONE]")
         {
             // Events follow it (the end agentsh writes), which must not run into it.
             end_with_blank_line(&mut last.raw);
@@ -524,11 +524,11 @@ impl Stream {
             return;
         }
         // The SDKs test the prefix, so agentsh does too.
-        if event.data.starts_with("[DONE]") {
+        if event.data().starts_with("[DONE]") {
             self.on_done(&event.raw, judge, out);
             return;
         }
-        match serde_json::from_str::<ChunkView<'_>>(&event.data) {
+        match serde_json::from_str::<ChunkView<'_>>(event.data()) {
             Ok(chunk) => self.on_chunk(&chunk, &event.raw, judge, out),
             // It might carry a call in a form the client reads differently: fail closed.
             Err(err) => self.fail(
@@ -887,7 +887,7 @@ impl<'a> Rewriter<'a> {
             return;
         }
         // Read as a chunk once already; anything else would be dropped, not passed.
-        let Ok(mut chunk) = serde_json::from_str::<Value>(&event.data) else {
+        let Ok(mut chunk) = serde_json::from_str::<Value>(event.data()) else {
             return;
         };
         let edit = self.rewrite_chunk(&mut chunk);
@@ -904,7 +904,7 @@ impl<'a> Rewriter<'a> {
             ));
         }
         if !edit.emptied {
-            out.extend(encode_chunk(event.name.as_deref(), &chunk, crlf));
+            out.extend(encode_chunk(event.name(), &chunk, crlf));
         }
     }
 
@@ -1357,12 +1357,12 @@ mod tests {
             if event.is_comment_only() {
                 continue;
             }
-            assert!(!done, "an event after [DONE]: {}", event.data);
-            if event.data == "[DONE]" {
+            assert!(!done, "an event after [DONE]: {}", event.data());
+            if event.data() == "[DONE]" {
                 done = true;
                 continue;
             }
-            let chunk: Value = serde_json::from_str(&event.data).unwrap();
+            let chunk: Value = serde_json::from_str(event.data()).unwrap();
             assert_eq!(chunk["object"], "chat.completion.chunk");
             assert!(chunk["id"].is_string());
             for choice in chunk["choices"].as_array().unwrap() {

@@ -45,8 +45,10 @@
 //! response object and the items streamed, kept up to `max_held_bytes` (past it a made-up end
 //! lists the items kept before).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -352,6 +354,18 @@ impl EventType {
             _ => Self::Other,
         }
     }
+}
+
+/// What [`Stream::passes_unread`] reads of an event; the rest is skipped (and checked to be
+/// JSON) without being built.
+#[derive(Deserialize)]
+struct EventHead<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    output_index: Option<u64>,
+    #[serde(borrow)]
+    item_id: Option<Cow<'a, str>>,
+    sequence_number: Option<u64>,
 }
 
 /// The fields of an item that must not change between its first and last events.
@@ -764,14 +778,17 @@ impl Stream {
     fn on_event(&mut self, event: sse::Event, judge: &mut dyn Judge, out: &mut Vec<u8>) {
         // Comments and field-less events: nothing a client acts on, and a keep-alive is
         // most useful while a call is held.
-        if event.data.is_empty() {
+        if event.data().is_empty() {
             self.write_upstream(&event.raw, out);
             return;
         }
-        if event.data == "[DONE]" {
+        if event.data() == "[DONE]" {
             return self.on_marker(event, out);
         }
-        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&event.data) else {
+        if self.passes_unread(&event, out) {
+            return;
+        }
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(event.data()) else {
             return self.break_stream(UNREADABLE_EVENT, judge, out);
         };
         let Some(event_type) = fields
@@ -796,6 +813,37 @@ impl Stream {
                 self.on_item_event(event, event_type, fields, output_index, judge, out)
             }
         }
+    }
+
+    /// The common case, read without building a map: an event of an item that is no call
+    /// (text deltas, mostly), while nothing is held. Sent on as it came, as
+    /// [`on_item_event`](Self::on_item_event) would; false when the full reading is needed
+    /// (including for anything the head cannot be read from, such as a duplicate key).
+    fn passes_unread(&mut self, event: &sse::Event, out: &mut Vec<u8>) -> bool {
+        if !self.pending.is_empty() {
+            return false;
+        }
+        let Ok(head) = serde_json::from_str::<EventHead<'_>>(event.data()) else {
+            return false;
+        };
+        let unread = match EventType::of(&head.kind) {
+            EventType::Other
+            | EventType::FunctionArgumentsDelta
+            | EventType::FunctionArgumentsDone
+            | EventType::CustomInputDelta
+            | EventType::CustomInputDone => true,
+            // They change what is tracked for a made-up end, or are a call's own.
+            EventType::Progress
+            | EventType::ItemAdded
+            | EventType::ItemDone
+            | EventType::Terminal
+            | EventType::Error => false,
+        };
+        if !unread || self.is_blocked_item(head.output_index, head.item_id.as_deref()) {
+            return false;
+        }
+        self.send(event, head.sequence_number, None, false, out);
+        true
     }
 
     /// A `[DONE]` sentinel (some servers send one): kept in its place.
@@ -1076,7 +1124,7 @@ impl Stream {
         call: Option<u64>,
         opens_call: bool,
     ) {
-        self.held_bytes += event.raw.len() + event.data.len();
+        self.held_bytes += event.raw.len() + event.data().len();
         self.held.push(HeldEvent {
             event,
             sequence,
@@ -1260,7 +1308,7 @@ impl Stream {
         let mut reparsed;
         let fields = match fields {
             Some(fields) => fields,
-            None => match serde_json::from_str::<Value>(&event.data) {
+            None => match serde_json::from_str::<Value>(event.data()) {
                 Ok(Value::Object(parsed)) => {
                     reparsed = parsed;
                     &mut reparsed
@@ -1279,7 +1327,7 @@ impl Stream {
             Some(number) => self.numbering.passed(number),
             None => {}
         }
-        self.write_own(&sse::encode(event.name.as_deref(), &json_text(fields)), out);
+        self.write_own(&sse::encode(event.name(), &json_text(fields)), out);
     }
 
     /// An upstream event's own bytes. The last event of a stream may lack its blank line
@@ -1587,6 +1635,36 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         run_cut(stream.as_bytes(), &[], Limits::default(), judge)
     }
 
+    #[test]
+    fn only_plain_item_events_are_passed_unread() {
+        let event = |data: &str| {
+            let mut events = Vec::new();
+            let mut reader = sse::Reader::new(1 << 20);
+            reader
+                .push(format!("data: {data}\n\n").as_bytes(), &mut events)
+                .unwrap();
+            events.remove(0)
+        };
+        let mut stream = Stream::new(Limits::default());
+        let mut out = Vec::new();
+        let text = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"delta":"hi","sequence_number":4}"#;
+        assert!(stream.passes_unread(&event(text), &mut out));
+        assert_eq!(out, format!("data: {text}\n\n").as_bytes());
+        for data in [
+            // A client keeps the last of duplicate keys: this announces an item.
+            r#"{"type":"response.output_text.delta","type":"response.output_item.added","output_index":1,"item":{"type":"function_call"}}"#,
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"message"}}"#,
+            r#"{"type":"response.completed","response":{}}"#,
+            r#"{"type":"response.output_text.delta","output_index":"0"}"#,
+            r#"{"type":"response.output_text.delta"} trailing"#,
+            r#"{"output_index":0}"#,
+        ] {
+            let mut out = Vec::new();
+            assert!(!stream.passes_unread(&event(data), &mut out), "{data}");
+            assert!(out.is_empty());
+        }
+    }
+
     /// Which two-piece cuts to try.
     #[derive(Debug, Clone, Copy)]
     enum Cuts {
@@ -1683,11 +1761,11 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         let mut streamed: BTreeMap<u64, String> = BTreeMap::new();
         let mut terminal = None;
         // Events without data are not dispatched (a last `event:` line cut from its data).
-        for event in raw.iter().filter(|e| !e.data.is_empty()) {
+        for event in raw.iter().filter(|e| !e.data().is_empty()) {
             assert!(terminal.is_none(), "an event after the terminal one");
-            let fields: Map<String, Value> = serde_json::from_str(&event.data).unwrap();
+            let fields: Map<String, Value> = serde_json::from_str(event.data()).unwrap();
             let event_type = fields["type"].as_str().unwrap();
-            assert_eq!(event.name.as_deref(), Some(event_type));
+            assert_eq!(event.name(), Some(event_type));
             let sequence = fields["sequence_number"].as_u64().unwrap();
             assert!(
                 last_sequence < Some(sequence),
@@ -2022,7 +2100,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
         let mut events = Vec::new();
         reader.push(out, &mut events).unwrap();
         reader.finish(&mut events).unwrap();
-        serde_json::from_str(&events.last().unwrap().data).unwrap()
+        serde_json::from_str(events.last().unwrap().data()).unwrap()
     }
 
     #[test]

@@ -6,21 +6,52 @@
 //! next byte, which may be its LF). Comment lines (`:`) belong to the event they precede.
 //! An event larger than the bound is an error, never a partial pass-through.
 
-/// One event: what it says, and the bytes it came as (its blank line included).
+use std::ops::Range;
+
+/// One event: what it says, and the bytes it came as (its blank line included). Its name
+/// and data are read from those bytes in place: most events have one `data:` line, and a
+/// stream has thousands of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// The `event:` field, if any.
-    pub name: Option<String>,
-    /// The `data:` lines joined with `\n`.
-    pub data: String,
-    /// The exact bytes of the event as received.
+    /// The exact bytes of the event as received (UTF-8).
     pub raw: Vec<u8>,
+    /// Where the `event:` field's value is in `raw`, if there is one.
+    name: Option<Range<usize>>,
+    data: Data,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Data {
+    /// No `data:` line (empty), or one: its value in `raw`.
+    Span(Range<usize>),
+    /// Several `data:` lines, joined with `\n`.
+    Joined(String),
 }
 
 impl Event {
+    /// The `event:` field, if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.clone().and_then(|span| self.text(span))
+    }
+
+    /// The `data:` lines joined with `\n`.
+    pub fn data(&self) -> &str {
+        match &self.data {
+            Data::Span(span) => self.text(span.clone()).unwrap_or_default(),
+            Data::Joined(data) => data,
+        }
+    }
+
     /// Whether the event has no fields at all (only comments): a keep-alive.
     pub fn is_comment_only(&self) -> bool {
-        self.name.is_none() && self.data.is_empty()
+        self.name.is_none() && self.data().is_empty()
+    }
+
+    fn text(&self, span: Range<usize>) -> Option<&str> {
+        // The reader made `raw` from checked UTF-8 and cut the spans at ASCII bytes.
+        self.raw
+            .get(span)
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
     }
 }
 
@@ -147,24 +178,36 @@ impl Reader {
 fn parse(raw: Vec<u8>) -> Result<Event, SseError> {
     let text = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
     let mut name = None;
-    let mut data: Option<String> = None;
+    let mut data = None;
     for line in lines(text) {
-        if line.is_empty() || line.starts_with(':') {
+        let body = &text[line.clone()];
+        if body.is_empty() || body.starts_with(':') {
             continue;
         }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
+        // The field, and where its value starts (after `:` and one optional space).
+        let (field, value_at) = match body.find(':') {
+            Some(colon) => {
+                let skip = usize::from(body.as_bytes().get(colon + 1) == Some(&b' '));
+                (&body[..colon], line.start + colon + 1 + skip)
+            }
+            None => (body, line.end),
         };
+        let value = value_at..line.end;
         match field {
-            "event" => name = Some(value.to_owned()),
-            "data" => match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            },
+            "event" => name = Some(value),
+            "data" => {
+                data = Some(match data {
+                    None => Data::Span(value),
+                    Some(Data::Span(first)) => {
+                        Data::Joined(format!("{}\n{}", &text[first], &text[value]))
+                    }
+                    Some(Data::Joined(mut joined)) => {
+                        joined.push('\n');
+                        joined.push_str(&text[value]);
+                        Data::Joined(joined)
+                    }
+                });
+            }
             // id and retry matter to the client, which gets them in `raw`; unknown fields are
             // ignored, as the specification says.
             _ => {}
@@ -172,27 +215,27 @@ fn parse(raw: Vec<u8>) -> Result<Event, SseError> {
     }
     Ok(Event {
         name,
-        data: data.unwrap_or_default(),
+        data: data.unwrap_or(Data::Span(0..0)),
         raw,
     })
 }
 
-/// Lines ending in CRLF, LF or CR.
-fn lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
+/// Where each line of `text` is, without its line end (CRLF, LF or CR).
+fn lines(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
+    let bytes = text.as_bytes();
+    let mut at = 0;
     std::iter::from_fn(move || {
-        if rest.is_empty() {
+        if at >= bytes.len() {
             return None;
         }
-        let end = memchr::memchr2(b'\r', b'\n', rest.as_bytes()).unwrap_or(rest.len());
-        let line = &rest[..end];
-        let bytes = rest.as_bytes();
+        let end = memchr::memchr2(b'\r', b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
         let skip = match (bytes.get(end), bytes.get(end + 1)) {
             (Some(b'\r'), Some(b'\n')) => 2,
             (Some(_), _) => 1,
             (None, _) => 0,
         };
-        rest = &rest[end + skip..];
+        let line = at..end;
+        at = end + skip;
         Some(line)
     })
 }
@@ -234,7 +277,7 @@ mod tests {
         let events = all_at_once(STREAM);
         let summary: Vec<(Option<&str>, &str)> = events
             .iter()
-            .map(|e| (e.name.as_deref(), e.data.as_str()))
+            .map(|e| (e.name(), e.data()))
             .collect();
         assert_eq!(
             summary,
@@ -277,14 +320,14 @@ mod tests {
             reader.push(std::slice::from_ref(byte), &mut out).unwrap();
         }
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].data, "{\"text\":\"héllo ✓\"}");
+        assert_eq!(out[0].data(), "{\"text\":\"héllo ✓\"}");
     }
 
     #[test]
     fn the_end_of_the_stream() {
         // The last event may end without its blank line, but not inside a line.
-        assert_eq!(all_at_once(b"data: done\n")[0].data, "done");
-        assert_eq!(all_at_once(b"data: done\r")[0].data, "done");
+        assert_eq!(all_at_once(b"data: done\n")[0].data(), "done");
+        assert_eq!(all_at_once(b"data: done\r")[0].data(), "done");
         let mut reader = Reader::new(1 << 20);
         let mut out = Vec::new();
         reader.push(b"data: {\"partial\":", &mut out).unwrap();
@@ -331,8 +374,8 @@ mod tests {
         let bytes = encode(Some("content_block_delta"), "{\"a\":\"b\"}\nsecond");
         let events = all_at_once(&bytes);
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].name.as_deref(), Some("content_block_delta"));
-        assert_eq!(events[0].data, "{\"a\":\"b\"}\nsecond");
+        assert_eq!(events[0].name(), Some("content_block_delta"));
+        assert_eq!(events[0].data(), "{\"a\":\"b\"}\nsecond");
         assert_eq!(events[0].raw, bytes);
     }
 }
