@@ -516,7 +516,8 @@ impl Stream {
         }
         let mut events = std::mem::take(&mut self.events);
         let read = self.reader.finish(&mut events);
-        events.iter_mut().for_each(add_blank_line);
+        // The client must read the event judged here, and what is written after must not join it.
+        events.iter_mut().for_each(Event::end_with_blank_line);
         self.handle_all(&mut events, judge, out);
         self.events = events;
         match read {
@@ -585,20 +586,6 @@ impl Stream {
     }
 }
 
-/// Ends an event the reader completed at the end of the stream, which came without its blank
-/// line: SSE clients drop such an event, so the client would not read the event judged here,
-/// and what is written after it would join it.
-fn add_blank_line(event: &mut Event) {
-    let line_end: &[u8] = if event.raw.ends_with(b"\r\n") {
-        b"\r\n"
-    } else if event.raw.ends_with(b"\r") {
-        b"\r"
-    } else {
-        b"\n"
-    };
-    event.raw.extend_from_slice(line_end);
-}
-
 /// An event before `message_start` (`opening`) or after `message_stop`.
 fn outside_message(
     opening: bool,
@@ -608,15 +595,15 @@ fn outside_message(
 ) -> Result<Next, Break> {
     match upstream {
         Upstream::Inert => {
-            out.extend_from_slice(&event.raw);
+            out.extend_from_slice(event.raw());
             Ok(Next::Stay)
         }
         Upstream::Error => {
-            out.extend_from_slice(&event.raw);
+            out.extend_from_slice(event.raw());
             Ok(Next::End)
         }
         Upstream::MessageStart { usage } if opening => {
-            out.extend_from_slice(&event.raw);
+            out.extend_from_slice(event.raw());
             Ok(Next::Begin(Message::new(usage)))
         }
         Upstream::MessageStart { .. }
@@ -713,7 +700,7 @@ impl Message {
             }
             Upstream::MessageStop => {
                 self.expect_no_open_block("message_stop")?;
-                out.extend_from_slice(&event.raw);
+                out.extend_from_slice(event.raw());
                 return Ok(Next::Stop);
             }
         }
@@ -730,7 +717,7 @@ impl Message {
         match &mut self.block {
             Some(OpenBlock::Held(call)) => call.hold_other(event, max_held),
             Some(OpenBlock::Passing { .. }) | None => {
-                out.extend_from_slice(&event.raw);
+                out.extend_from_slice(event.raw());
                 Ok(())
             }
         }
@@ -742,7 +729,7 @@ impl Message {
         if let Some(OpenBlock::Held(call)) = self.block.take() {
             self.block_unfinished(*call, "the stream reported an error", judge, out);
         }
-        out.extend_from_slice(&event.raw);
+        out.extend_from_slice(event.raw());
     }
 
     fn start_block(
@@ -778,7 +765,7 @@ impl Message {
                 held
             }
             None => {
-                out.extend_from_slice(&event.raw);
+                out.extend_from_slice(event.raw());
                 self.block = Some(OpenBlock::Passing { index });
                 Ok(())
             }
@@ -795,7 +782,7 @@ impl Message {
     ) -> Result<(), Break> {
         match &mut self.block {
             Some(OpenBlock::Passing { index: open }) if *open == index => {
-                out.extend_from_slice(&event.raw);
+                out.extend_from_slice(event.raw());
                 Ok(())
             }
             Some(OpenBlock::Held(call)) if call.index == index => {
@@ -815,7 +802,7 @@ impl Message {
     ) -> Result<(), Break> {
         match &mut self.block {
             Some(OpenBlock::Passing { index: open }) if *open == index => {
-                out.extend_from_slice(&event.raw);
+                out.extend_from_slice(event.raw());
             }
             Some(OpenBlock::Held(call)) if call.index == index => {
                 call.hold_own(event, max_held)?;
@@ -883,7 +870,7 @@ impl Message {
                 })?;
                 out.extend_from_slice(&sse::encode(Some("message_delta"), &data));
             }
-            Some(_) | None => out.extend_from_slice(&event.raw),
+            Some(_) | None => out.extend_from_slice(event.raw()),
         }
         Ok(())
     }
@@ -973,10 +960,10 @@ impl HeldCall {
 
     /// Holds one of the block's own events, within the bound.
     fn hold_own(&mut self, event: &Event, max_held: usize) -> Result<(), Break> {
-        if self.raw.len() + event.raw.len() > max_held {
+        if self.raw.len() + event.raw().len() > max_held {
             return Err(Break::HeldTooLarge { limit: max_held });
         }
-        self.raw.extend_from_slice(&event.raw);
+        self.raw.extend_from_slice(event.raw());
         Ok(())
     }
 

@@ -484,7 +484,7 @@ impl Stream {
             && !last.data().starts_with("[DONE]")
         {
             // Events follow it (the end agentsh writes), which must not run into it.
-            end_with_blank_line(&mut last.raw);
+            last.end_with_blank_line();
         }
         self.take_events(&mut events, judge, out);
         self.events = events;
@@ -518,18 +518,18 @@ impl Stream {
     }
 
     fn on_event(&mut self, event: &sse::Event, judge: &mut dyn Judge, out: &mut Vec<u8>) {
-        self.crlf = event.raw.ends_with(b"\r\n");
+        self.crlf = event.raw().ends_with(b"\r\n");
         if event.is_comment_only() {
-            self.on_comment(&event.raw, judge, out);
+            self.on_comment(event.raw(), judge, out);
             return;
         }
         // The SDKs test the prefix, so agentsh does too.
         if event.data().starts_with("[DONE]") {
-            self.on_done(&event.raw, judge, out);
+            self.on_done(event.raw(), judge, out);
             return;
         }
         match serde_json::from_str::<ChunkView<'_>>(event.data()) {
-            Ok(chunk) => self.on_chunk(&chunk, &event.raw, judge, out),
+            Ok(chunk) => self.on_chunk(&chunk, event.raw(), judge, out),
             // It might carry a call in a form the client reads differently: fail closed.
             Err(err) => self.fail(
                 &format!("an event of the response stream is not a chat completion chunk: {err}"),
@@ -883,7 +883,7 @@ struct ChunkEdit<'a> {
 impl<'a> Rewriter<'a> {
     fn event(&mut self, event: &sse::Event, out: &mut Vec<u8>) {
         if event.is_comment_only() {
-            out.extend_from_slice(&event.raw);
+            out.extend_from_slice(event.raw());
             return;
         }
         // Read as a chunk once already; anything else would be dropped, not passed.
@@ -892,10 +892,10 @@ impl<'a> Rewriter<'a> {
         };
         let edit = self.rewrite_chunk(&mut chunk);
         if !edit.changed {
-            out.extend_from_slice(&event.raw);
+            out.extend_from_slice(event.raw());
             return;
         }
-        let crlf = event.raw.ends_with(b"\r\n");
+        let crlf = event.raw().ends_with(b"\r\n");
         for (index, text) in edit.texts {
             out.extend(encode_chunk(
                 None,
@@ -1066,24 +1066,6 @@ fn encode_chunk(name: Option<&str>, chunk: &Value, crlf: bool) -> Vec<u8> {
         converted.push(byte);
     }
     converted
-}
-
-/// Completes an event that ended on a line end without its blank line (servers often close
-/// the stream right after the last `data:` line).
-fn end_with_blank_line(raw: &mut Vec<u8>) {
-    let (without_last_end, line_end): (&[u8], &[u8]) = if raw.ends_with(b"\r\n") {
-        (&raw[..raw.len() - 2], b"\r\n")
-    } else if raw.ends_with(b"\n") {
-        (&raw[..raw.len() - 1], b"\n")
-    } else if raw.ends_with(b"\r") {
-        (&raw[..raw.len() - 1], b"\r")
-    } else {
-        // Not a line end at all: the reader never gives such an event.
-        return;
-    };
-    if !matches!(without_last_end.last(), Some(b'\n' | b'\r')) {
-        raw.extend_from_slice(line_end);
-    }
 }
 
 fn done_event(crlf: bool) -> &'static [u8] {

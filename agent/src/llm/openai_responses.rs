@@ -779,7 +779,7 @@ impl Stream {
         // Comments and field-less events: nothing a client acts on, and a keep-alive is
         // most useful while a call is held.
         if event.data().is_empty() {
-            self.write_upstream(&event.raw, out);
+            self.write_upstream(event.raw(), out);
             return;
         }
         if event.data() == "[DONE]" {
@@ -849,7 +849,7 @@ impl Stream {
     /// A `[DONE]` sentinel (some servers send one): kept in its place.
     fn on_marker(&mut self, event: sse::Event, out: &mut Vec<u8>) {
         if self.pending.is_empty() {
-            self.write_upstream(&event.raw, out);
+            self.write_upstream(event.raw(), out);
         } else {
             self.hold(event, None, None, false);
         }
@@ -927,7 +927,7 @@ impl Stream {
         judge: &mut dyn Judge,
         out: &mut Vec<u8>,
     ) {
-        let size = event.raw.len();
+        let size = event.raw().len();
         let sequence = sequence_number(&fields);
         let Some(output_index) = self.pending.get(position).map(|call| call.output_index) else {
             return;
@@ -975,7 +975,7 @@ impl Stream {
             // The client knows this item as the replacement message.
             return;
         }
-        let size = event.raw.len();
+        let size = event.raw().len();
         let held = !self.pending.is_empty();
         if held {
             self.hold(event, sequence, None, false);
@@ -1124,7 +1124,7 @@ impl Stream {
         call: Option<u64>,
         opens_call: bool,
     ) {
-        self.held_bytes += event.raw.len() + event.data().len();
+        self.held_bytes += event.raw().len() + event.data().len();
         self.held.push(HeldEvent {
             event,
             sequence,
@@ -1302,7 +1302,7 @@ impl Stream {
             if let Some(number) = sequence {
                 self.numbering.passed(number);
             }
-            self.write_upstream(&event.raw, out);
+            self.write_upstream(event.raw(), out);
             return;
         }
         let mut reparsed;
@@ -1315,7 +1315,7 @@ impl Stream {
                 }
                 // It was read when it came; its own bytes are the best there is.
                 Ok(_) | Err(_) => {
-                    self.write_upstream(&event.raw, out);
+                    self.write_upstream(event.raw(), out);
                     return;
                 }
             },

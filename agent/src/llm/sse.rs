@@ -13,8 +13,8 @@ use std::ops::Range;
 /// stream has thousands of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// The exact bytes of the event as received (UTF-8).
-    pub raw: Vec<u8>,
+    /// The exact bytes of the event as received, checked to be UTF-8 once.
+    raw: String,
     /// Where the `event:` field's value is in `raw`, if there is one.
     name: Option<Range<usize>>,
     data: Data,
@@ -29,6 +29,32 @@ enum Data {
 }
 
 impl Event {
+    /// The exact bytes of the event as received.
+    pub fn raw(&self) -> &[u8] {
+        self.raw.as_bytes()
+    }
+
+    /// Completes an event that ended on a line end without its blank line (servers often
+    /// close the stream right after the last `data:` line; only [`Reader::finish`] gives such
+    /// an event): an SSE client drops it unless something ends it, and what is written after
+    /// it would run into it.
+    pub fn end_with_blank_line(&mut self) {
+        let bytes = self.raw.as_bytes();
+        let (before, line_end) = if bytes.ends_with(b"\r\n") {
+            (&bytes[..bytes.len() - 2], "\r\n")
+        } else if bytes.ends_with(b"\n") {
+            (&bytes[..bytes.len() - 1], "\n")
+        } else if bytes.ends_with(b"\r") {
+            (&bytes[..bytes.len() - 1], "\r")
+        } else {
+            // Not a line end at all: the reader never gives such an event.
+            return;
+        };
+        if !matches!(before.last(), Some(b'\n' | b'\r')) {
+            self.raw.push_str(line_end);
+        }
+    }
+
     /// The `event:` field, if any.
     pub fn name(&self) -> Option<&str> {
         self.name.clone().and_then(|span| self.text(span))
@@ -48,10 +74,8 @@ impl Event {
     }
 
     fn text(&self, span: Range<usize>) -> Option<&str> {
-        // The reader made `raw` from checked UTF-8 and cut the spans at ASCII bytes.
-        self.raw
-            .get(span)
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        // The spans were cut at ASCII bytes of `raw`.
+        self.raw.get(span)
     }
 }
 
@@ -176,7 +200,8 @@ impl Reader {
 
 /// The fields of one complete event's bytes.
 fn parse(raw: Vec<u8>) -> Result<Event, SseError> {
-    let text = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
+    let raw = String::from_utf8(raw).map_err(|_| SseError::NotUtf8)?;
+    let text = raw.as_str();
     let mut name = None;
     let mut data = None;
     for line in lines(text) {
@@ -291,7 +316,7 @@ mod tests {
         );
         assert!(events[0].is_comment_only());
         // The bytes of every event, in order, are the stream.
-        let joined: Vec<u8> = events.iter().flat_map(|e| e.raw.clone()).collect();
+        let joined: Vec<u8> = events.iter().flat_map(|e| e.raw().to_vec()).collect();
         assert_eq!(joined, STREAM);
     }
 
@@ -339,6 +364,21 @@ mod tests {
     }
 
     #[test]
+    fn an_event_the_end_completed_gets_its_blank_line_once() {
+        for (stream, ended) in [
+            (&b"data: x\n"[..], &b"data: x\n\n"[..]),
+            (b"data: x\r\n", b"data: x\r\n\r\n"),
+            (b"data: x\r", b"data: x\r\r"),
+            (b"data: x\n\n", b"data: x\n\n"),
+        ] {
+            let mut event = all_at_once(stream).remove(0);
+            event.end_with_blank_line();
+            assert_eq!(event.raw(), ended);
+            assert_eq!(event.data(), "x");
+        }
+    }
+
+    #[test]
     fn an_event_past_the_bound_is_an_error_not_a_pass() {
         let mut reader = Reader::new(64);
         let mut out = Vec::new();
@@ -376,6 +416,6 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].name(), Some("content_block_delta"));
         assert_eq!(events[0].data(), "{\"a\":\"b\"}\nsecond");
-        assert_eq!(events[0].raw, bytes);
+        assert_eq!(events[0].raw(), bytes);
     }
 }
