@@ -369,6 +369,12 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
     if event.data().is_empty() {
         return Ok(Upstream::Inert);
     }
+    if let Some(index) = plain_text_delta(event.name(), event.data()) {
+        return Ok(Upstream::BlockDelta {
+            index,
+            partial_json: None,
+        });
+    }
     let data: EventData =
         serde_json::from_str(event.data()).map_err(|err| Break::Unreadable(err.to_string()))?;
     let kind = event_kind(event.name(), data.kind)?;
@@ -413,6 +419,29 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
         },
         EventKind::MessageStop => Upstream::MessageStop,
     })
+}
+
+/// The index of a text delta sent exactly as Anthropic sends them, read without a parser:
+/// most events of a stream are these. The data must be that one object, byte for byte, with a
+/// plain string (no quote that could end it early, no escape, no control character a parser
+/// would refuse); anything else, whitespace included, is left to the full reading.
+fn plain_text_delta(name: Option<&str>, data: &str) -> Option<u64> {
+    if name.is_some_and(|name| name != "content_block_delta") {
+        return None;
+    }
+    let rest = data.strip_prefix(r#"{"type":"content_block_delta","index":"#)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    // JSON has no leading zeros; 9 digits are far more blocks than a message has.
+    if digits == 0 || digits > 9 || (digits > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    let index = rest[..digits].parse().ok()?;
+    let text = rest[digits..]
+        .strip_prefix(r#","delta":{"type":"text_delta","text":""#)?
+        .strip_suffix(r#""}}"#)?;
+    text.bytes()
+        .all(|b| b != b'"' && b != b'\\' && b >= 0x20)
+        .then_some(index)
 }
 
 /// An event's kind, from its `event:` name and its data's `type`. The SDKs filter on the name
@@ -1095,6 +1124,50 @@ fn write_error_event(why: &Break, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::llm::test_judge::{DENIED, TestJudge};
+
+    /// What the full reading makes of a text delta's data: its index, if it is one.
+    fn parsed_text_delta(data: &str) -> Option<u64> {
+        let data: EventData = serde_json::from_str(data).ok()?;
+        let delta = data.delta?;
+        let is_text = matches!(data.kind, Some(EventKind::ContentBlockDelta))
+            && delta.kind == Some(DeltaKind::Other)
+            && delta.partial_json.is_empty();
+        is_text.then_some(data.index?)
+    }
+
+    #[test]
+    fn the_plain_text_delta_reading_agrees_with_the_parser_on_every_byte_changed() {
+        let delta = r#"{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"héllo wörld"}}"#;
+        assert_eq!(plain_text_delta(Some("content_block_delta"), delta), Some(12));
+        assert_eq!(plain_text_delta(None, delta), Some(12));
+        assert_eq!(plain_text_delta(Some("ping"), delta), None);
+        let mut accepted = 0;
+        for (at, _) in delta.char_indices() {
+            for with in ["\"", "\\", "\n", " ", "0", "x", "}", "{", ",", "é", "\u{1}"] {
+                let mut changed = delta.to_owned();
+                let end = at + delta[at..].chars().next().map_or(0, char::len_utf8);
+                changed.replace_range(at..end, with);
+                for data in [changed.clone(), format!("{changed}{with}")] {
+                    if let Some(index) = plain_text_delta(None, &data) {
+                        accepted += 1;
+                        // Whatever the shortcut takes is what a parser reads, index included.
+                        assert_eq!(parsed_text_delta(&data), Some(index), "{data}");
+                    }
+                }
+            }
+        }
+        assert!(accepted > 50, "only {accepted} variants were plain");
+        for refused in [
+            r#"{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a\"b"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a"},"type":"x"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"a"}}"#,
+            r#"{"type": "content_block_delta","index":1,"delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a"}} "#,
+        ] {
+            assert_eq!(plain_text_delta(None, refused), None, "{refused}");
+        }
+    }
 
     // -----------------------------------------------------------------------------------------
     // Streams as the API sends them: event order, ids, usage, pings, split text and input
