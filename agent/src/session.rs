@@ -245,6 +245,72 @@ impl Sessions {
         pids
     }
 
+    /// The live session whose cgroup, or a cgroup below it, has cgroup id `id`: on cgroup2
+    /// a directory's inode number is its cgroup id (64-bit hosts). Costs a stat of each
+    /// session's directory, then (only when none matches) a walk of the directories below
+    /// them, bounded in depth and in number (a session may make sub-cgroups at will);
+    /// `d_ino` and `d_type` come with the directory entries, so no further stat. Nothing
+    /// with process tracking.
+    pub fn session_of_cgroup_id(&self, id: u64) -> Option<CgroupHit> {
+        use std::os::unix::fs::{DirEntryExt, MetadataExt};
+
+        let Tracking::Cgroup { mount, .. } = &self.tracking else {
+            return None;
+        };
+        let roots: Vec<(String, PathBuf)> = lock(&self.live)
+            .iter()
+            .filter_map(|(session, placement)| match placement {
+                Placement::Cgroup(rel) => {
+                    Some((session.clone(), mount.join(rel.trim_start_matches('/'))))
+                }
+                Placement::Process { .. } => None,
+            })
+            .collect();
+        let hit = |index: usize, dir: PathBuf| {
+            roots.get(index).map(|(session, session_dir)| CgroupHit {
+                session: session.clone(),
+                session_dir: session_dir.clone(),
+                dir,
+            })
+        };
+        // Breadth first: most sockets are made in the session's own cgroup.
+        let mut level = Vec::new();
+        for (index, (_, dir)) in roots.iter().enumerate() {
+            match fs::metadata(dir) {
+                Ok(meta) if meta.ino() == id => return hit(index, dir.clone()),
+                Ok(_) => level.push((index, dir.clone())),
+                Err(_) => {}
+            }
+        }
+        let mut visited = 0usize;
+        for _ in 0..MAX_SUB_CGROUP_DEPTH {
+            let mut next = Vec::new();
+            for (index, dir) in level {
+                let Ok(entries) = fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        continue;
+                    }
+                    if entry.ino() == id {
+                        return hit(index, entry.path());
+                    }
+                    visited += 1;
+                    if visited > MAX_SUB_CGROUPS {
+                        return None;
+                    }
+                    next.push((index, entry.path()));
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            level = next;
+        }
+        None
+    }
+
     pub fn is_live(&self, id: &str) -> bool {
         lock(&self.live).contains_key(id)
     }
@@ -275,6 +341,28 @@ impl Sessions {
         }
         ended
     }
+}
+
+/// How deep below a session's cgroup its sub-cgroups are searched for a cgroup id.
+const MAX_SUB_CGROUP_DEPTH: usize = 32;
+/// How many sub-cgroups of all sessions are, at most.
+const MAX_SUB_CGROUPS: usize = 4096;
+
+/// Where [`Sessions::session_of_cgroup_id`] found a cgroup id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupHit {
+    pub session: String,
+    /// The session's cgroup directory.
+    pub session_dir: PathBuf,
+    /// The directory with that id: `session_dir` or one below it.
+    pub dir: PathBuf,
+}
+
+/// The processes of cgroup `dir` and of the cgroups below it.
+pub fn cgroup_tree_pids(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    collect_cgroup_pids(dir, &mut pids, 0);
+    pids
 }
 
 /// Finds the cgroup2 mount and makes sure the session parent exists and is ours.
