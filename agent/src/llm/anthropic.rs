@@ -1138,7 +1138,10 @@ mod tests {
     #[test]
     fn the_plain_text_delta_reading_agrees_with_the_parser_on_every_byte_changed() {
         let delta = r#"{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"héllo wörld"}}"#;
-        assert_eq!(plain_text_delta(Some("content_block_delta"), delta), Some(12));
+        assert_eq!(
+            plain_text_delta(Some("content_block_delta"), delta),
+            Some(12)
+        );
         assert_eq!(plain_text_delta(None, delta), Some(12));
         assert_eq!(plain_text_delta(Some("ping"), delta), None);
         let mut accepted = 0;

@@ -300,10 +300,8 @@ mod tests {
     #[test]
     fn events_fields_and_raw_bytes() {
         let events = all_at_once(STREAM);
-        let summary: Vec<(Option<&str>, &str)> = events
-            .iter()
-            .map(|e| (e.name(), e.data()))
-            .collect();
+        let summary: Vec<(Option<&str>, &str)> =
+            events.iter().map(|e| (e.name(), e.data())).collect();
         assert_eq!(
             summary,
             [

@@ -50,7 +50,7 @@ impl BodyFile {
 
     fn write(&self, bytes: &[u8], report: &(dyn Fn(String) + Send + Sync)) {
         let mut slot = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        let file = slot.get_or_insert_with(|| create(&self.path).map_err(|e| report(e)));
+        let file = slot.get_or_insert_with(|| create(&self.path).map_err(report));
         if let Ok(f) = file
             && let Err(e) = f.write_all(bytes)
         {
