@@ -251,11 +251,11 @@ impl Sessions {
     /// them, bounded in depth and in number (a session may make sub-cgroups at will);
     /// `d_ino` and `d_type` come with the directory entries, so no further stat. Nothing
     /// with process tracking.
-    pub fn session_of_cgroup_id(&self, id: u64) -> Option<CgroupHit> {
+    pub fn session_of_cgroup_id(&self, id: u64) -> CgroupLookup {
         use std::os::unix::fs::{DirEntryExt, MetadataExt};
 
         let Tracking::Cgroup { mount, .. } = &self.tracking else {
-            return None;
+            return CgroupLookup::NotInSessions;
         };
         let roots: Vec<(String, PathBuf)> = lock(&self.live)
             .iter()
@@ -267,11 +267,15 @@ impl Sessions {
             })
             .collect();
         let hit = |index: usize, dir: PathBuf| {
-            roots.get(index).map(|(session, session_dir)| CgroupHit {
-                session: session.clone(),
-                session_dir: session_dir.clone(),
-                dir,
-            })
+            roots
+                .get(index)
+                .map_or(CgroupLookup::NotInSessions, |(session, session_dir)| {
+                    CgroupLookup::Found(CgroupHit {
+                        session: session.clone(),
+                        session_dir: session_dir.clone(),
+                        dir,
+                    })
+                })
         };
         // Breadth first: most sockets are made in the session's own cgroup.
         let mut level = Vec::new();
@@ -282,7 +286,8 @@ impl Sessions {
                 Err(_) => {}
             }
         }
-        let mut visited = 0usize;
+        // Each session's own budget: one session's many sub-cgroups cannot hide another's.
+        let mut visited = vec![0usize; roots.len()];
         for _ in 0..MAX_SUB_CGROUP_DEPTH {
             let mut next = Vec::new();
             for (index, dir) in level {
@@ -296,19 +301,21 @@ impl Sessions {
                     if entry.ino() == id {
                         return hit(index, entry.path());
                     }
-                    visited += 1;
-                    if visited > MAX_SUB_CGROUPS {
-                        return None;
+                    visited[index] += 1;
+                    if visited[index] > MAX_SUB_CGROUPS {
+                        return CgroupLookup::Unknown;
                     }
                     next.push((index, entry.path()));
                 }
             }
             if next.is_empty() {
-                break;
+                return CgroupLookup::NotInSessions;
             }
             level = next;
         }
-        None
+        // Deeper than the session limits allow (see `place_in_new_cgroup`): not searched, so
+        // not known to be outside the sessions.
+        CgroupLookup::Unknown
     }
 
     pub fn is_live(&self, id: &str) -> bool {
@@ -343,10 +350,26 @@ impl Sessions {
     }
 }
 
-/// How deep below a session's cgroup its sub-cgroups are searched for a cgroup id.
-const MAX_SUB_CGROUP_DEPTH: usize = 32;
-/// How many sub-cgroups of all sessions are, at most.
-const MAX_SUB_CGROUPS: usize = 4096;
+/// How deep a session may nest sub-cgroups, and how many it may have: set on its cgroup
+/// (`cgroup.max.depth`, `cgroup.max.descendants`, which stay root's), so that its
+/// sub-cgroups can always be searched whole.
+const SESSION_MAX_DEPTH: usize = 8;
+const SESSION_MAX_DESCENDANTS: usize = 1024;
+/// How deep below a session's cgroup its sub-cgroups are searched for a cgroup id, and how
+/// many of each session's at most: past the session limits, so a search that runs out means
+/// the limits failed, and the answer is "unknown", never "not a session's".
+const MAX_SUB_CGROUP_DEPTH: usize = SESSION_MAX_DEPTH + 1;
+const MAX_SUB_CGROUPS: usize = 4 * SESSION_MAX_DESCENDANTS;
+
+/// What [`Sessions::session_of_cgroup_id`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupLookup {
+    Found(CgroupHit),
+    /// No live session's cgroup tree has that id.
+    NotInSessions,
+    /// A session's tree was larger than can be searched.
+    Unknown,
+}
 
 /// Where [`Sessions::session_of_cgroup_id`] found a cgroup id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,6 +421,18 @@ fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionEr
         path: dir.to_owned(),
         source,
     })?;
+    // Bounds on what the agent may build below its session, so that a socket's cgroup can
+    // always be traced to it. Root's files: the agent cannot raise them.
+    for (name, value) in [
+        ("cgroup.max.depth", SESSION_MAX_DEPTH),
+        ("cgroup.max.descendants", SESSION_MAX_DESCENDANTS),
+    ] {
+        let path = dir.join(name);
+        if let Err(source) = fs::write(&path, value.to_string()) {
+            let _ = fs::remove_dir(dir);
+            return Err(SessionError::Create { path, source });
+        }
+    }
     // Delegation: the agent's user may organise its own processes below the session.
     if owner != 0 {
         let uid = Some(nix::unistd::Uid::from_raw(owner));

@@ -270,6 +270,9 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         }
     }
     notify("STOPPING=1");
+    if let Some(proxy) = &proxy {
+        proxy.sync_bodies();
+    }
     log.close();
     // The accept thread still holds the listener; the path goes now.
     let _ = std::fs::remove_file(listener.path());

@@ -699,8 +699,9 @@ pub struct Stream {
     summary: Summary,
     /// The client has its end of the response (a terminal or `error` event).
     ended: bool,
-    /// The last event sent came without its blank line (see `write_upstream`).
-    open_event: bool,
+    /// The last event sent came without its blank line (see `write_upstream`): the line end
+    /// that completes it, its own kind (after a lone CR, an LF would only end that line).
+    open_event: Option<&'static [u8]>,
     broken: bool,
     finished: bool,
 }
@@ -718,7 +719,7 @@ impl Stream {
             numbering: Numbering::default(),
             summary: Summary::new(limits.max_held_bytes),
             ended: false,
-            open_event: false,
+            open_event: None,
             broken: false,
             finished: false,
         }
@@ -820,20 +821,21 @@ impl Stream {
     /// [`on_item_event`](Self::on_item_event) would; false when the full reading is needed
     /// (including for anything the head cannot be read from, such as a duplicate key).
     fn passes_unread(&mut self, event: &sse::Event, out: &mut Vec<u8>) -> bool {
-        if !self.pending.is_empty() {
+        // A struct reads from a JSON array too; the full reading wants an object.
+        if !self.pending.is_empty() || !event.data().trim_start().starts_with('{') {
             return false;
         }
         let Ok(head) = serde_json::from_str::<EventHead<'_>>(event.data()) else {
             return false;
         };
         let unread = match EventType::of(&head.kind) {
-            EventType::Other
-            | EventType::FunctionArgumentsDelta
+            EventType::Other => true,
+            // They change what is tracked for a made-up end, or are a call's own.
+            EventType::FunctionArgumentsDelta
             | EventType::FunctionArgumentsDone
             | EventType::CustomInputDelta
-            | EventType::CustomInputDone => true,
-            // They change what is tracked for a made-up end, or are a call's own.
-            EventType::Progress
+            | EventType::CustomInputDone
+            | EventType::Progress
             | EventType::ItemAdded
             | EventType::ItemDone
             | EventType::Terminal
@@ -974,6 +976,17 @@ impl Stream {
         if self.is_blocked_item(output_index, item_id) {
             // The client knows this item as the replacement message.
             return;
+        }
+        let call_input = matches!(
+            event_type,
+            EventType::FunctionArgumentsDelta
+                | EventType::FunctionArgumentsDone
+                | EventType::CustomInputDelta
+                | EventType::CustomInputDone
+        );
+        if call_input && self.is_decided_item(output_index, item_id) {
+            // A client that adds them to the call it has would run arguments never judged.
+            return self.break_stream("a call's arguments went on after it was judged", judge, out);
         }
         let size = event.raw().len();
         let held = !self.pending.is_empty();
@@ -1335,7 +1348,13 @@ impl Stream {
     fn write_upstream(&mut self, raw: &[u8], out: &mut Vec<u8>) {
         self.end_open_event(out);
         out.extend_from_slice(raw);
-        self.open_event = !ends_with_blank_line(raw);
+        self.open_event = if ends_with_blank_line(raw) {
+            None
+        } else if raw.ends_with(b"\r") {
+            Some(b"\r")
+        } else {
+            Some(b"\n")
+        };
     }
 
     /// Bytes agentsh wrote, whole events.
@@ -1346,9 +1365,8 @@ impl Stream {
 
     /// Ends an event sent without its blank line, so the next one is not read as part of it.
     fn end_open_event(&mut self, out: &mut Vec<u8>) {
-        if self.open_event {
-            out.push(b'\n');
-            self.open_event = false;
+        if let Some(line_end) = self.open_event.take() {
+            out.extend_from_slice(line_end);
         }
     }
 
@@ -1370,6 +1388,20 @@ impl Stream {
                     && item_id.is_some()
                     && decided.item_id.as_deref() == item_id
             }),
+        }
+    }
+
+    /// Whether the item is a call already judged (allowed or not).
+    fn is_decided_item(&self, output_index: Option<u64>, item_id: Option<&str>) -> bool {
+        match output_index {
+            Some(index) => self.decided.contains_key(&index),
+            None => {
+                item_id.is_some()
+                    && self
+                        .decided
+                        .values()
+                        .any(|decided| decided.item_id.as_deref() == item_id)
+            }
         }
     }
 
@@ -1636,6 +1668,46 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
     }
 
     #[test]
+    fn an_event_cut_short_by_a_lone_cr_is_not_joined_by_the_made_up_end() {
+        let cut = TEXT_ANSWER.find(" capital").unwrap();
+        let line_end = cut + TEXT_ANSWER[cut..].find('\n').unwrap();
+        let stream = format!("{}\r", &TEXT_ANSWER[..line_end]);
+        let out = run(&stream, &mut TestJudge::allowing());
+        let mut reader = sse::Reader::new(1 << 20);
+        let mut events = Vec::new();
+        reader.push(&out, &mut events).unwrap();
+        reader.finish(&mut events).unwrap();
+        let names: Vec<_> = events.iter().rev().take(3).map(|e| e.name()).collect();
+        assert_eq!(
+            names,
+            [
+                Some("response.completed"),
+                Some("response.output_item.done"),
+                Some("response.output_text.delta")
+            ],
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        assert!(events[events.len() - 3].data().ends_with("\"Ld6GncfBA\"}"));
+    }
+
+    #[test]
+    fn arguments_after_an_allowed_call_was_judged_break_the_stream() {
+        // After the first call's done event (judged, allowed, released): more of its input.
+        let second = TWO_CALLS.find("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":8").unwrap();
+        let late = "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":8,\"item_id\":\"fc_68af41c6f0a48190b5a7c1d2e3f4a5b60c6c7a5f7e2b8d11\",\"output_index\":0,\"delta\":\"; rm -rf /\"}\n\n";
+        let stream = format!("{}{late}{}", &TWO_CALLS[..second], &TWO_CALLS[second..]);
+        let mut judge = TestJudge::allowing();
+        let out = String::from_utf8(run(&stream, &mut judge)).unwrap();
+        assert!(!out.contains("rm -rf /"), "{out}");
+        assert!(
+            !out.contains("fc_68af41c71e2c"),
+            "nothing after the break: {out}"
+        );
+        assert!(out.ends_with("\n\n") && out.contains("event: response.completed"));
+    }
+
+    #[test]
     fn only_plain_item_events_are_passed_unread() {
         let event = |data: &str| {
             let mut events = Vec::new();
@@ -1658,6 +1730,8 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
             r#"{"type":"response.output_text.delta","output_index":"0"}"#,
             r#"{"type":"response.output_text.delta"} trailing"#,
             r#"{"output_index":0}"#,
+            r#"["response.output_text.delta",null,null,null]"#,
+            r#"{"type":"response.function_call_arguments.delta","output_index":3,"delta":"x"}"#,
         ] {
             let mut out = Vec::new();
             assert!(!stream.passes_unread(&event(data), &mut out), "{data}");

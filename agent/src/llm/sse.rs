@@ -99,6 +99,8 @@ pub struct Reader {
     /// How far `pending` has been scanned for line ends.
     scanned: usize,
     max_event_bytes: usize,
+    /// An event was read: a byte-order mark is only the stream's first character.
+    started: bool,
 }
 
 impl Reader {
@@ -108,6 +110,7 @@ impl Reader {
             line_start: 0,
             scanned: 0,
             max_event_bytes,
+            started: false,
         }
     }
 
@@ -151,7 +154,8 @@ impl Reader {
         let raw = std::mem::take(&mut self.pending);
         self.line_start = 0;
         self.scanned = 0;
-        out.push(parse(raw)?);
+        let bom = !std::mem::replace(&mut self.started, true);
+        out.push(parse(raw, bom)?);
         Ok(())
     }
 
@@ -184,7 +188,8 @@ impl Reader {
             self.line_start = end;
             i = end;
             if blank {
-                match parse(self.pending[event_start..end].to_vec()) {
+                let bom = !std::mem::replace(&mut self.started, true);
+                match parse(self.pending[event_start..end].to_vec(), bom) {
                     Ok(event) => out.push(event),
                     Err(err) => break Err(err),
                 }
@@ -199,12 +204,20 @@ impl Reader {
 }
 
 /// The fields of one complete event's bytes.
-fn parse(raw: Vec<u8>) -> Result<Event, SseError> {
+/// `bom`: this is the stream's first event, whose leading byte-order mark a client strips
+/// (EventSource does): it is read past, and kept in the bytes.
+fn parse(raw: Vec<u8>, bom: bool) -> Result<Event, SseError> {
     let raw = String::from_utf8(raw).map_err(|_| SseError::NotUtf8)?;
     let text = raw.as_str();
+    let skip = if bom && text.starts_with('\u{FEFF}') {
+        '\u{FEFF}'.len_utf8()
+    } else {
+        0
+    };
     let mut name = None;
     let mut data = None;
-    for line in lines(text) {
+    for line in lines(&text[skip..]) {
+        let line = line.start + skip..line.end + skip;
         let body = &text[line.clone()];
         if body.is_empty() || body.starts_with(':') {
             continue;
@@ -395,6 +408,18 @@ mod tests {
         }
         assert_eq!(out.len(), 10_000);
         assert_eq!(reader.pending_len(), 0);
+    }
+
+    #[test]
+    fn a_byte_order_mark_opening_the_stream_is_read_past_and_kept() {
+        let stream = "\u{FEFF}data: {\"a\":1}\n\ndata: \u{FEFF}x\n\n\u{FEFF}data: y\n\n";
+        let events = all_at_once(stream.as_bytes());
+        let data: Vec<&str> = events.iter().map(Event::data).collect();
+        // Only the first character of the stream is a mark; later ones are text, or make an
+        // unknown field.
+        assert_eq!(data, ["{\"a\":1}", "\u{FEFF}x", ""]);
+        let joined: Vec<u8> = events.iter().flat_map(|e| e.raw().to_vec()).collect();
+        assert_eq!(joined, stream.as_bytes());
     }
 
     #[test]

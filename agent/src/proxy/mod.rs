@@ -79,9 +79,16 @@ pub struct Proxy {
 #[derive(Debug, Clone)]
 pub struct Running {
     pub addr: SocketAddr,
+    bodies: BodyStore,
 }
 
 impl Running {
+    /// Before the daemon stops: the stored bodies queued so far reach the disk (the events
+    /// that point at them are already recorded).
+    pub fn sync_bodies(&self) {
+        self.bodies.sync(Duration::from_secs(10));
+    }
+
     /// What Anthropic's SDKs take as ANTHROPIC_BASE_URL.
     pub fn anthropic_base_url(&self) -> String {
         format!("http://{}{ANTHROPIC_PREFIX}", self.addr)
@@ -158,7 +165,7 @@ pub fn start(
         upstream,
         limits: Limits::default(),
         redactor,
-        bodies,
+        bodies: bodies.clone(),
         local,
     });
     std::thread::Builder::new()
@@ -172,7 +179,10 @@ pub fn start(
             });
         })
         .map_err(ProxyError::Runtime)?;
-    Ok(Some(Running { addr: local }))
+    Ok(Some(Running {
+        addr: local,
+        bodies,
+    }))
 }
 
 impl Proxy {

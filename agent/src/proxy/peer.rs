@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Once;
 
 use crate::daemon::peer::unmanaged_session;
-use crate::session::{CgroupHit, Sessions, cgroup_tree_pids};
+use crate::session::{CgroupHit, CgroupLookup, Sessions, cgroup_tree_pids};
 use sock_diag::{DiagError, DiagSocket};
 
 /// The client of one proxy connection.
@@ -47,6 +47,10 @@ pub enum IdentifyError {
         client: SocketAddr,
         server: SocketAddr,
     },
+    #[error(
+        "the socket from {client} was made in cgroup {cgroup_id}, below a session whose cgroups are too many to search"
+    )]
+    UnknownCgroup { client: SocketAddr, cgroup_id: u64 },
     #[error("{diag}; and the TCP table cannot be read: {table}")]
     Unreadable {
         diag: DiagError,
@@ -72,7 +76,19 @@ fn identify_with(
     diag: impl FnOnce(SocketAddr, SocketAddr) -> Result<DiagSocket, DiagError>,
 ) -> Result<Client, IdentifyError> {
     let socket = client_socket(local, peer, diag)?;
-    let (session, pid) = owner(&socket, sessions);
+    // A socket no process holds any more (time-wait: uid 0, no inode, no cgroup) would be
+    // root's unmanaged session; its client is gone, so it is refused like one not found.
+    if socket.inode == 0 {
+        return Err(IdentifyError::NotFound {
+            client: peer,
+            server: local,
+        });
+    }
+    let (session, pid) =
+        owner(&socket, sessions).map_err(|cgroup_id| IdentifyError::UnknownCgroup {
+            client: peer,
+            cgroup_id,
+        })?;
     let verdict_session = session
         .clone()
         .unwrap_or_else(|| unmanaged_session(socket.uid));
@@ -129,25 +145,28 @@ fn client_socket(
     }
 }
 
-/// The session of the client's socket, and the process holding it when cheaply found.
-fn owner(socket: &Socket, sessions: &Sessions) -> (Option<String>, Option<u32>) {
+/// The session of the client's socket, and the process holding it when cheaply found; Err
+/// (the cgroup id) when the socket's cgroup could not be searched for.
+fn owner(socket: &Socket, sessions: &Sessions) -> Result<(Option<String>, Option<u32>), u64> {
     // Id 0 is no cgroup; the root cgroup (1) is never a session's, and is what a kernel
     // reports when it lost track of socket cgroups.
-    let hit = socket
-        .cgroup_id
-        .filter(|&id| id > 1)
-        .and_then(|id| sessions.session_of_cgroup_id(id));
-    if let Some(hit) = hit {
-        // The session is settled; the pid is only for the record.
-        let pid = holder_in_session(&hit, socket.inode);
-        return (Some(hit.session), pid);
+    if let Some(id) = socket.cgroup_id.filter(|&id| id > 1) {
+        match sessions.session_of_cgroup_id(id) {
+            CgroupLookup::Found(hit) => {
+                // The session is settled; the pid is only for the record.
+                let pid = holder_in_session(&hit, socket.inode);
+                return Ok((Some(hit.session), pid));
+            }
+            CgroupLookup::Unknown => return Err(id),
+            CgroupLookup::NotInSessions => {}
+        }
     }
     // Process tracking, no cgroup id (an old kernel, /proc/net/tcp), or a socket made
     // outside every live session's cgroups: a session process holding it still makes it
     // that session's (a session may make a sub-cgroup, create the socket there and remove
     // the sub-cgroup). With cgroups the candidates are the sessions' processes only.
     let pid = holder_among(sessions.candidate_pids(), socket.inode);
-    (pid.and_then(|pid| sessions.session_of(pid)), pid)
+    Ok((pid.and_then(|pid| sessions.session_of(pid)), pid))
 }
 
 /// The process holding socket `inode` among a session's: those of the cgroup the socket was
@@ -555,6 +574,42 @@ mod tests {
     }
 
     #[test]
+    fn a_session_cannot_nest_its_cgroups_past_what_is_searched() {
+        let Some((sessions, session_dir, _cleanup)) = session_with_sub_cgroup("limits", "d") else {
+            return;
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let child = Child::start(listener.local_addr().unwrap());
+        sessions
+            .create("s1", child.id(), std::process::id(), 0)
+            .unwrap();
+        let read = |name: &str| fs::read_to_string(session_dir.join(name)).unwrap();
+        assert_eq!(read("cgroup.max.depth").trim(), "8");
+        assert_eq!(read("cgroup.max.descendants").trim(), "1024");
+        // The kernel refuses the ninth level, so the search (nine deep) always sees it all.
+        let mut dir = session_dir.join("d");
+        let mut made = Vec::new();
+        for _ in 0..8 {
+            fs::create_dir(&dir).unwrap();
+            made.push(dir.clone());
+            dir = dir.join("d");
+        }
+        assert!(fs::create_dir(&dir).is_err(), "a ninth level was made");
+        let deepest = made.last().unwrap();
+        let id = std::os::unix::fs::MetadataExt::ino(&fs::metadata(deepest).unwrap());
+        assert!(matches!(
+            sessions.session_of_cgroup_id(id),
+            CgroupLookup::Found(hit) if hit.dir == *deepest
+        ));
+        for dir in made.iter().rev() {
+            fs::remove_dir(dir).unwrap();
+        }
+        // The child ends after its one connection.
+        child.connect();
+        child.exit();
+    }
+
+    #[test]
     fn a_socket_keeps_its_session_after_its_creator_exits() {
         let Some((sessions, session_dir, _cleanup)) = session_with_sub_cgroup("exits", "inner")
         else {
@@ -587,9 +642,11 @@ mod tests {
             }
         );
         let socket = client_socket(local, peer, sock_diag::lookup).unwrap();
-        let hit = sessions
-            .session_of_cgroup_id(socket.cgroup_id.expect("a cgroup id"))
-            .expect("in the session");
+        let CgroupLookup::Found(hit) =
+            sessions.session_of_cgroup_id(socket.cgroup_id.expect("a cgroup id"))
+        else {
+            panic!("not found in the session");
+        };
         assert_eq!(hit.dir, inner);
         // By its holder, it would have been unmanaged.
         assert_eq!(holder_among(sessions.candidate_pids(), socket.inode), None);
@@ -618,7 +675,10 @@ mod tests {
 
         let socket = client_socket(local, peer, sock_diag::lookup).unwrap();
         let id = socket.cgroup_id.expect("a cgroup id");
-        assert_eq!(sessions.session_of_cgroup_id(id), None);
+        assert_eq!(
+            sessions.session_of_cgroup_id(id),
+            CgroupLookup::NotInSessions
+        );
         let client = identify(local, peer, &sessions).unwrap();
         assert_eq!(client.session.as_deref(), Some("s1"));
         assert_eq!(client.pid, Some(child.id()));

@@ -149,10 +149,10 @@ impl BodyStore {
         })
     }
 
-    /// Waits until every body handed over so far is on disk.
-    pub fn sync(&self) {
+    /// Waits until every body handed over so far is on disk, or `patience` ran out.
+    pub fn sync(&self, patience: std::time::Duration) {
         if let Some(files) = &self.files {
-            files.sync();
+            files.sync(patience);
         }
     }
 
@@ -226,9 +226,15 @@ impl BodyWriter {
         if take == 0 {
             return;
         }
-        self.pending.extend_from_slice(&bytes[..take]);
-        if self.pending.len() >= CHUNK {
-            self.hand_over();
+        // In chunks, so that the queue's bound in bytes holds whatever the size of a write.
+        let mut rest = &bytes[..take];
+        while !rest.is_empty() && self.error.is_none() {
+            let (now, later) = rest.split_at(rest.len().min(CHUNK - self.pending.len()));
+            self.pending.extend_from_slice(now);
+            rest = later;
+            if self.pending.len() >= CHUNK {
+                self.hand_over();
+            }
         }
     }
 
@@ -420,7 +426,7 @@ mod tests {
         assert_eq!((body.stored, body.total, body.truncated), (10, 19, true));
         assert_eq!(body.sha256, sha(b"data: hell"));
         assert_eq!(body.error, None);
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(fs::read(&path).unwrap(), b"data: hell");
 
         // Exactly max_bytes is whole, not truncated.
@@ -430,7 +436,7 @@ mod tests {
         w.write(b"0123456789");
         let body = w.finish();
         assert_eq!((body.stored, body.total, body.truncated), (10, 10, false));
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(fs::read(body.path.unwrap()).unwrap(), b"0123456789");
     }
 
@@ -444,12 +450,19 @@ mod tests {
             w.write(piece);
         }
         let stored = w.finish();
+        // One write of many chunks goes over in chunks too.
+        let mut whole = store.writer("big-at-once", Part::Response).unwrap();
+        whole.write(&body);
+        assert!(whole.pending.len() < CHUNK);
+        assert_eq!(whole.stored, 3 * CHUNK as u64);
+        let at_once = whole.finish();
+        assert_eq!(at_once.sha256, sha(&body));
         assert_eq!(
             (stored.stored, stored.total),
             (body.len() as u64, body.len() as u64)
         );
         assert_eq!(stored.sha256, sha(&body));
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(fs::read(stored.path.unwrap()).unwrap(), body);
     }
 
@@ -460,7 +473,7 @@ mod tests {
         let w = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         // An empty body hands nothing over: no file.
         let body = w.finish();
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!((body.stored, body.total, body.truncated), (0, 0, false));
         assert_eq!(body.sha256, sha(b""));
         assert!(!body.path.unwrap().exists());
@@ -478,7 +491,7 @@ mod tests {
         assert_eq!((body.stored, body.total, body.truncated), (0, 28, false));
         assert_eq!(body.sha256, None);
         assert_eq!(body.error, None);
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert!(!store.dir().exists());
         let json = serde_json::to_value(&body).unwrap();
         assert!(json.get("path").is_none() && json.get("error").is_none());
@@ -493,7 +506,7 @@ mod tests {
         let mut w = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         w.write(b"{}");
         let path = w.finish().path.unwrap();
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         assert_eq!(mode(&path), 0o600);
     }
@@ -537,7 +550,7 @@ mod tests {
         let mut second = store.writer_at("r", Part::Request, at(MAR_1_2024)).unwrap();
         second.write(b"second");
         second.finish();
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(fs::read(first.path.unwrap()).unwrap(), b"first");
         let reports = reports.lock().unwrap();
         assert_eq!(reports.len(), 1, "{reports:?}");
@@ -556,7 +569,7 @@ mod tests {
         w.write(b"a body");
         w.write(b" in two chunks");
         w.finish();
-        store.sync();
+        store.sync(Duration::from_secs(30));
         let reports = reports.lock().unwrap();
         assert_eq!(reports.len(), 1, "reported once: {reports:?}");
         assert!(reports[0].contains("cannot create"), "{reports:?}");
@@ -591,7 +604,7 @@ mod tests {
         assert_eq!(body.stored, handed.len() as u64);
         // The hash covers exactly what the file got.
         assert_eq!(body.sha256, sha(&handed));
-        store.sync();
+        store.sync(Duration::from_secs(30));
         assert_eq!(fs::read(body.path.unwrap()).unwrap(), handed);
     }
 

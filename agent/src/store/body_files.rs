@@ -12,8 +12,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-/// Chunks queued at most (each about [`CHUNK`] bytes): the memory bound of the queue.
+/// Chunks queued at most (each at most [`CHUNK`] bytes): the memory bound of the queue.
 const QUEUE: usize = 128;
 /// Writers hand over their bytes in chunks of this size.
 pub const CHUNK: usize = 64 << 10;
@@ -106,11 +107,12 @@ impl BodyFiles {
         })
     }
 
-    /// Waits until everything queued so far is written (tests, shutdown).
-    pub fn sync(&self) {
+    /// Waits until everything queued so far is written (tests, shutdown), or `patience`
+    /// ran out (a disk that hangs must not hang the daemon's stop).
+    pub fn sync(&self, patience: Duration) {
         let (done, wait) = mpsc::sync_channel(1);
         if self.jobs.send(Job::Sync(done)).is_ok() {
-            let _ = wait.recv();
+            let _ = wait.recv_timeout(patience);
         }
     }
 }
@@ -162,7 +164,7 @@ mod tests {
         *full.hold() = Some(Ok(device));
         files.append(&full, b"one".to_vec()).unwrap();
         files.append(&full, b"two".to_vec()).unwrap();
-        files.sync();
+        files.sync(Duration::from_secs(30));
         let reports = reports.lock().unwrap();
         assert_eq!(reports.len(), 1, "{reports:?}");
         assert!(
@@ -177,7 +179,7 @@ mod tests {
         let files = BodyFiles::start(Arc::new(|what| panic!("{what}"))).unwrap();
         let body = BodyFile::new(dir.path().join("day").join("r.response"));
         files.append(&body, b"x".to_vec()).unwrap();
-        files.sync();
+        files.sync(Duration::from_secs(30));
         let weak = Arc::downgrade(&body);
         drop(body);
         assert!(weak.upgrade().is_none(), "nothing holds the file open");
