@@ -20,6 +20,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::kernel;
 
+pub mod ca;
+
 pub use crate::config::CgroupParent;
 
 #[derive(Debug, thiserror::Error)]
