@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod launch;
 pub mod llm;
 pub mod mcp;
+pub mod net;
 pub mod policy;
 pub mod process;
 pub mod proxy;
