@@ -1,5 +1,7 @@
 //! The transparent proxy: connections the kernel hooks sent here, by their original
-//! destination. So far its TLS parts ([`tls`]): the ClientHello read in place, termination
-//! with the session's CA, and upstream TLS to the original address.
+//! destination. So far its parts: TLS ([`tls`]: the ClientHello read in place, termination
+//! with the session's CA, upstream TLS to the original address) and MCP over HTTP
+//! ([`mcp_http`]: the stdio shim's guard applied to Streamable HTTP messages).
 
+pub mod mcp_http;
 pub mod tls;
