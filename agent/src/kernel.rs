@@ -1,21 +1,32 @@
-//! The kernel programs: load the embedded eBPF object, attach it to a cgroup, fill its maps.
+//! The kernel programs: load the embedded eBPF object, attach it to the parent cgroup of all
+//! session cgroups, fill its maps, read what it reports.
 //!
-//! So far one program, `connect4`: a process in a registered session cgroup cannot connect to a
-//! denied IPv4 destination (its connect() fails with EPERM). Redirection into the proxy, IPv6,
-//! sock_ops and pinning come with the kernel enforcement work.
+//! A process whose ancestor cgroup one level below that parent is a registered session (so also a
+//! process in a session's sub-cgroup) cannot connect to a denied destination (EPERM, and an
+//! [`Event`]); its other TCP connections are redirected to the proxy, which asks
+//! [`KernelPrograms::original_destination`] where they were going. UDP to port 443 is refused so
+//! that QUIC clients fall back to TCP. Pinning and the start-up self-test come later.
 
 use std::fs::File;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use agent_common::{Dest4, SessionInfo};
+use agent_common::{
+    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, CONFIG_INTERCEPT_LOOPBACK, Config, Dest4,
+    Dest6, PeerKey, SessionInfo,
+};
 use aya::Ebpf;
-use aya::maps::HashMap;
-use aya::programs::{CgroupAttachMode, CgroupSockAddr};
+use aya::maps::{Array, HashMap, MapData, RingBuf};
+use aya::programs::{CgroupAttachMode, CgroupSockAddr, SockOps};
 
 /// The object agent/build.rs compiled from agent-ebpf (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));
+
+/// The cgroup sock_addr programs of the object.
+const SOCK_ADDR_PROGRAMS: [&str; 4] = ["connect4", "connect6", "sendmsg4", "sendmsg6"];
+/// The sock_ops program that re-keys established redirected connections by client address.
+const SOCK_OPS_PROGRAM: &str = "rekey";
 
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
@@ -39,6 +50,8 @@ pub enum KernelError {
     MissingProgram(&'static str),
     #[error("no cgroup2 file system in /proc/self/mountinfo")]
     NoCgroup2,
+    #[error("{0} is not below the cgroup2 mount")]
+    NotACgroup(PathBuf),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -46,45 +59,142 @@ pub enum KernelError {
     },
 }
 
+/// Where redirected connections go. A family without a proxy is not redirected (denials still
+/// apply).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interception {
+    pub proxy4: Option<SocketAddrV4>,
+    pub proxy6: Option<SocketAddrV6>,
+    /// Redirect loopback destinations (127.0.0.0/8, ::1) too; tests use fake upstreams there.
+    pub intercept_loopback: bool,
+}
+
+/// Where a redirected connection was going, and who opened it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Original {
+    /// IPv4 also when the client used an IPv4-mapped IPv6 address.
+    pub destination: SocketAddr,
+    /// The session's cgroup id (the process may sit in a sub-cgroup of it).
+    pub session_cgroup: u64,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+/// What the kernel refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A denied destination.
+    Denied,
+    /// UDP to port 443 (QUIC), so that the client falls back to TCP.
+    Quic,
+    /// An action this build does not know (a newer object).
+    Other(u32),
+}
+
+/// A ring-buffer record from the kernel programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub session_cgroup: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub destination: SocketAddr,
+    pub refusal: Refusal,
+}
+
 /// The loaded programs and their maps. Dropping it detaches everything.
 pub struct KernelPrograms {
     ebpf: Ebpf,
+    config: Config,
+    events: RingBuf<MapData>,
+    originals: HashMap<MapData, PeerKey, agent_common::Original>,
 }
 
 impl KernelPrograms {
-    /// Loads the object and passes `connect4` through the verifier.
+    /// Loads the object and passes every program through the verifier.
     pub fn load() -> Result<Self, KernelError> {
         if EBPF_OBJECT.is_empty() {
             return Err(KernelError::NotBuilt);
         }
         let mut ebpf = Ebpf::load(EBPF_OBJECT)?;
-        connect4(&mut ebpf)?
+        for name in SOCK_ADDR_PROGRAMS {
+            sock_addr(&mut ebpf, name)?
+                .load()
+                .map_err(|source| KernelError::Program { name, source })?;
+        }
+        sock_ops(&mut ebpf)?
             .load()
             .map_err(|source| KernelError::Program {
-                name: "connect4",
+                name: SOCK_OPS_PROGRAM,
                 source,
             })?;
-        Ok(Self { ebpf })
+        let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?).map_err(|source| {
+            KernelError::Map {
+                name: "EVENTS",
+                source,
+            }
+        })?;
+        let originals =
+            HashMap::try_from(take_map(&mut ebpf, "ORIG_BY_PEER")?).map_err(|source| {
+                KernelError::Map {
+                    name: "ORIG_BY_PEER",
+                    source,
+                }
+            })?;
+        Ok(Self {
+            ebpf,
+            config: Config::default(),
+            events,
+            originals,
+        })
     }
 
-    /// Attaches `connect4` to the cgroup directory `cgroup` (it then sees every connect()
-    /// below it).
-    pub fn attach(&mut self, cgroup: &Path) -> Result<(), KernelError> {
-        let dir = File::open(cgroup).map_err(|source| KernelError::Io {
-            path: cgroup.to_owned(),
+    /// Attaches every program to `parent`, the cgroup directory whose children are the session
+    /// cgroups (they then see every connect() below it), and sets the session level from it.
+    pub fn attach(&mut self, parent: &Path) -> Result<(), KernelError> {
+        let level = cgroup_level(parent)?;
+        let dir = File::open(parent).map_err(|source| KernelError::Io {
+            path: parent.to_owned(),
             source,
         })?;
+        self.config.session_level = level + 1;
+        self.write_config()?;
         // Single: new kernels refuse AllowMultiple through links with EINVAL.
-        connect4(&mut self.ebpf)?
+        for name in SOCK_ADDR_PROGRAMS {
+            sock_addr(&mut self.ebpf, name)?
+                .attach(&dir, CgroupAttachMode::Single)
+                .map_err(|source| KernelError::Program { name, source })?;
+        }
+        sock_ops(&mut self.ebpf)?
             .attach(&dir, CgroupAttachMode::Single)
             .map_err(|source| KernelError::Program {
-                name: "connect4",
+                name: SOCK_OPS_PROGRAM,
                 source,
             })?;
         Ok(())
     }
 
-    /// Registers the cgroup with id `cgroup_id` as session `session_id`.
+    /// Sets where session connections are redirected.
+    pub fn set_interception(&mut self, interception: &Interception) -> Result<(), KernelError> {
+        let (proxy4_addr, proxy4_port) = interception
+            .proxy4
+            .map_or((0, 0), |p| (u32::from(*p.ip()).to_be(), p.port()));
+        let (proxy6_addr, proxy6_port) = interception
+            .proxy6
+            .map_or(([0; 4], 0), |p| (words_be(p.ip()), p.port()));
+        self.config.proxy4_addr = proxy4_addr;
+        self.config.proxy4_port = proxy4_port;
+        self.config.proxy6_addr = proxy6_addr;
+        self.config.proxy6_port = proxy6_port;
+        self.config.flags = if interception.intercept_loopback {
+            CONFIG_INTERCEPT_LOOPBACK
+        } else {
+            0
+        };
+        self.write_config()
+    }
+
+    /// Registers the cgroup with id `cgroup_id` (a child of the attached parent) as session
+    /// `session_id`.
     pub fn add_session(&mut self, cgroup_id: u64, session_id: u32) -> Result<(), KernelError> {
         let info = SessionInfo {
             session_id,
@@ -98,13 +208,67 @@ impl KernelPrograms {
             })
     }
 
-    /// Session processes may not connect to `addr:port` (`port` 0: any port).
-    pub fn deny4(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), KernelError> {
-        let key = Dest4::new(u32::from(addr).to_be(), port);
-        self.map::<Dest4, u8>("DENY4")?
-            .insert(key, 1, 0)
+    /// Session processes may not reach `addr:port` (`port` 0: any port). An IPv4-mapped IPv6
+    /// address denies the IPv4 address, whichever way a client spells it.
+    pub fn deny(&mut self, addr: IpAddr, port: u16) -> Result<(), KernelError> {
+        match canonical(addr) {
+            IpAddr::V4(v4) => {
+                let key = Dest4::new(u32::from(v4).to_be(), port);
+                self.map::<Dest4, u8>("DENY4")?.insert(key, 1, 0)
+            }
+            IpAddr::V6(v6) => {
+                let key = Dest6::new(words_be(&v6), port);
+                self.map::<Dest6, u8>("DENY6")?.insert(key, 1, 0)
+            }
+        }
+        .map_err(|source| KernelError::Map {
+            name: "DENY4/DENY6",
+            source,
+        })
+    }
+
+    /// The original destination of the redirected connection whose client is `peer` (the
+    /// proxy's getpeername). The entry is deleted: each connection is looked up once. `None`
+    /// when nothing is known (not redirected, or the record was lost): the proxy refuses those.
+    pub fn original_destination(&mut self, peer: SocketAddr) -> Option<Original> {
+        let key = peer_key(peer);
+        let raw = self.originals.get(&key, 0).ok()?;
+        // A failed delete leaves an entry the LRU will evict; the answer is still right.
+        let _ = self.originals.remove(&key);
+        let ip = ip_from(raw.family, raw.addr)?;
+        Some(Original {
+            destination: SocketAddr::new(ip, raw.port),
+            session_cgroup: raw.cgroup_id,
+            pid: raw.pid,
+            tid: raw.tid,
+        })
+    }
+
+    /// Everything the kernel has reported since the last call, oldest first.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        while let Some(item) = self.events.next() {
+            if let Some(event) = parse_event(&item) {
+                events.push(event);
+            }
+        }
+        events
+    }
+
+    fn write_config(&mut self) -> Result<(), KernelError> {
+        let map = self
+            .ebpf
+            .map_mut("CONFIG")
+            .ok_or(KernelError::MissingMap("CONFIG"))?;
+        let mut array: Array<&mut MapData, Config> =
+            Array::try_from(map).map_err(|source| KernelError::Map {
+                name: "CONFIG",
+                source,
+            })?;
+        array
+            .set(0, self.config, 0)
             .map_err(|source| KernelError::Map {
-                name: "DENY4",
+                name: "CONFIG",
                 source,
             })
     }
@@ -112,7 +276,7 @@ impl KernelPrograms {
     fn map<K: aya::Pod, V: aya::Pod>(
         &mut self,
         name: &'static str,
-    ) -> Result<HashMap<&mut aya::maps::MapData, K, V>, KernelError> {
+    ) -> Result<HashMap<&mut MapData, K, V>, KernelError> {
         let map = self
             .ebpf
             .map_mut(name)
@@ -121,14 +285,124 @@ impl KernelPrograms {
     }
 }
 
-fn connect4(ebpf: &mut Ebpf) -> Result<&mut CgroupSockAddr, KernelError> {
-    ebpf.program_mut("connect4")
-        .ok_or(KernelError::MissingProgram("connect4"))?
+fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {
+    ebpf.take_map(name).ok_or(KernelError::MissingMap(name))
+}
+
+fn sock_addr<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut CgroupSockAddr, KernelError> {
+    ebpf.program_mut(name)
+        .ok_or(KernelError::MissingProgram(name))?
+        .try_into()
+        .map_err(|source| KernelError::Program { name, source })
+}
+
+fn sock_ops(ebpf: &mut Ebpf) -> Result<&mut SockOps, KernelError> {
+    ebpf.program_mut(SOCK_OPS_PROGRAM)
+        .ok_or(KernelError::MissingProgram(SOCK_OPS_PROGRAM))?
         .try_into()
         .map_err(|source| KernelError::Program {
-            name: "connect4",
+            name: SOCK_OPS_PROGRAM,
             source,
         })
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4, as the kernel programs decide them.
+fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// An IPv6 address as four network-order words, as the kernel's `user_ip6` holds it.
+fn words_be(addr: &Ipv6Addr) -> [u32; 4] {
+    let o = addr.octets();
+    std::array::from_fn(|i| {
+        u32::from_ne_bytes([o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]])
+    })
+}
+
+fn peer_key(peer: SocketAddr) -> PeerKey {
+    match canonical(peer.ip()) {
+        IpAddr::V4(v4) => PeerKey {
+            addr: [u32::from(v4).to_be(), 0, 0, 0],
+            port: peer.port(),
+            family: AF_INET,
+        },
+        IpAddr::V6(v6) => PeerKey {
+            addr: words_be(&v6),
+            port: peer.port(),
+            family: AF_INET6,
+        },
+    }
+}
+
+fn ip_from(family: u16, words: [u32; 4]) -> Option<IpAddr> {
+    match family {
+        AF_INET => Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(words[0])))),
+        AF_INET6 => {
+            let mut octets = [0u8; 16];
+            for (chunk, word) in octets.chunks_exact_mut(4).zip(words) {
+                chunk.copy_from_slice(&word.to_ne_bytes());
+            }
+            Some(IpAddr::V6(Ipv6Addr::from(octets)))
+        }
+        _ => None,
+    }
+}
+
+fn parse_event(bytes: &[u8]) -> Option<Event> {
+    if bytes.len() < std::mem::size_of::<agent_common::Event>() {
+        return None;
+    }
+    // SAFETY: the length is checked above and Event is plain integers (every bit pattern is
+    // valid); read_unaligned because the ring buffer gives no alignment promise to Rust.
+    let raw = unsafe {
+        bytes
+            .as_ptr()
+            .cast::<agent_common::Event>()
+            .read_unaligned()
+    };
+    let refusal = match raw.action {
+        ACTION_DENY => Refusal::Denied,
+        ACTION_DENY_QUIC => Refusal::Quic,
+        other => Refusal::Other(other),
+    };
+    Some(Event {
+        session_cgroup: raw.cgroup_id,
+        pid: (raw.pid_tgid >> 32) as u32,
+        tid: raw.pid_tgid as u32,
+        destination: SocketAddr::new(ip_from(raw.family, raw.addr)?, raw.port),
+        refusal,
+    })
+}
+
+/// A cgroup directory's level in the hierarchy as the kernel counts it (root = 0): the depth of
+/// the mount's own root plus the depth below the mount point. Inside a cgroup namespace the
+/// kernel's levels are not visible; sessions then stay unmatched (the self-test will say so).
+pub fn cgroup_level(dir: &Path) -> Result<u32, KernelError> {
+    let path = Path::new("/proc/self/mountinfo");
+    let text = std::fs::read_to_string(path).map_err(|source| KernelError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let (root, mount) = parse_cgroup2(&text).ok_or(KernelError::NoCgroup2)?;
+    let dir = dir.canonicalize().map_err(|source| KernelError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let below = dir
+        .strip_prefix(&mount)
+        .map_err(|_| KernelError::NotACgroup(dir.clone()))?;
+    let depth = |p: &Path| {
+        p.components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count()
+    };
+    u32::try_from(depth(&root) + depth(below)).map_err(|_| KernelError::NotACgroup(dir.clone()))
 }
 
 /// Where cgroup2 is mounted: `/sys/fs/cgroup` on unified hosts, `/sys/fs/cgroup/unified` on
@@ -143,11 +417,23 @@ pub fn cgroup2_mount() -> Result<PathBuf, KernelError> {
 }
 
 fn parse_cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    parse_cgroup2(mountinfo).map(|(_, mount_point)| mount_point)
+}
+
+/// The first cgroup2 mount: (root of the hierarchy it shows, mount point).
+fn parse_cgroup2(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
     mountinfo.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;
         let fstype = after.split_whitespace().next()?;
-        let mount_point = before.split_whitespace().nth(4)?;
-        (fstype == "cgroup2").then(|| PathBuf::from(unescape_mountinfo(mount_point)))
+        let mut fields = before.split_whitespace();
+        let root = fields.nth(3)?;
+        let mount_point = fields.next()?;
+        (fstype == "cgroup2").then(|| {
+            (
+                PathBuf::from(unescape_mountinfo(root)),
+                PathBuf::from(unescape_mountinfo(mount_point)),
+            )
+        })
     })
 }
 
@@ -211,5 +497,67 @@ mod tests {
             parse_cgroup2_mount("1 2 0:1 / / rw - ext4 /dev/vda rw\n"),
             None
         );
+    }
+
+    #[test]
+    fn reads_the_mount_root_too() {
+        let nested = "41 31 0:38 /system.slice/x /mnt/cg rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            parse_cgroup2(nested),
+            Some((PathBuf::from("/system.slice/x"), PathBuf::from("/mnt/cg")))
+        );
+    }
+
+    #[test]
+    fn addresses_round_trip_in_kernel_byte_order() {
+        let v6: Ipv6Addr = "2001:db8::1:2".parse().unwrap();
+        let words = words_be(&v6);
+        // Network order in memory: the first word's first byte is 0x20.
+        assert_eq!(words[0].to_ne_bytes(), [0x20, 0x01, 0x0d, 0xb8]);
+        assert_eq!(ip_from(AF_INET6, words), Some(IpAddr::V6(v6)));
+        let v4 = Ipv4Addr::new(127, 0, 0, 2);
+        let key = peer_key(SocketAddr::new(IpAddr::V4(v4), 4242));
+        assert_eq!(key.addr[0].to_ne_bytes(), [127, 0, 0, 2]);
+        assert_eq!((key.port, key.family), (4242, AF_INET));
+        assert_eq!(ip_from(AF_INET, key.addr), Some(IpAddr::V4(v4)));
+        assert_eq!(ip_from(7, key.addr), None);
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_and_denials_are_ipv4() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().unwrap();
+        let plain: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(peer_key(mapped), peer_key(plain));
+        assert_eq!(
+            canonical("::ffff:10.1.2.3".parse().unwrap()),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(canonical(v6), v6);
+    }
+
+    #[test]
+    fn short_or_unknown_events_are_skipped_not_trusted() {
+        assert_eq!(parse_event(&[0; 8]), None);
+        let raw = agent_common::Event {
+            cgroup_id: 9,
+            pid_tgid: (77 << 32) | 78,
+            addr: [u32::from(Ipv4Addr::new(127, 0, 0, 2)).to_be(), 0, 0, 0],
+            port: 80,
+            family: AF_INET,
+            action: ACTION_DENY,
+        };
+        // SAFETY: Event is plain integers with explicit padding; viewing it as bytes is sound.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&raw as *const agent_common::Event).cast::<u8>(),
+                std::mem::size_of::<agent_common::Event>(),
+            )
+        };
+        let event = parse_event(bytes).unwrap();
+        assert_eq!(event.pid, 77);
+        assert_eq!(event.tid, 78);
+        assert_eq!(event.destination, "127.0.0.2:80".parse().unwrap());
+        assert_eq!(event.refusal, Refusal::Denied);
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod daemon;
+pub mod kernel;
 pub mod llm;
 
 /// The repository root.

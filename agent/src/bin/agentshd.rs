@@ -134,7 +134,8 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     let kernel = match KernelPrograms::load() {
         Ok(programs) => {
             drop(programs);
-            "kernel programs load and pass the verifier (connect4)".to_owned()
+            "kernel programs load and pass the verifier (connect4/6, sendmsg4/6, sock_ops)"
+                .to_owned()
         }
         Err(err) => {
             limitations.push(format!(
