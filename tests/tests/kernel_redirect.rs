@@ -1,0 +1,434 @@
+//! The kernel programs redirecting and refusing for real: attached to a throw-away parent cgroup
+//! with a session cgroup (and a sub-sub-cgroup of it) below; listeners on 127.0.0.1 and [::1]
+//! play the proxy, fake destinations live on 127.0.0.2, 127.0.0.3 and [::1]; python3 children are
+//! placed in the cgroups before they run anything. Needs root (CI runs as root); elsewhere each
+//! test says so and does nothing.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentsh::kernel::{self, Event, Interception, KernelPrograms, Original, Refusal};
+use agentsh_tests::kernel::{TestCgroup, can_load_hooks, python_in};
+
+struct Fixture {
+    programs: KernelPrograms,
+    session_id: u64,
+    parent: PathBuf,
+    session: PathBuf,
+    /// session/sub/deeper: still the session's.
+    deeper: PathBuf,
+    proxy4: TcpListener,
+    proxy6: TcpListener,
+    // Last: the cgroups go after the programs are detached.
+    _cgroups: TestCgroup,
+}
+
+fn fixture(test: &str) -> Option<Fixture> {
+    if !can_load_hooks(test) {
+        return None;
+    }
+    let mut cgroups = TestCgroup::new(&format!("agentsh-test-{}-{test}", std::process::id()));
+    let session = cgroups.child("session");
+    cgroups.child("session/sub");
+    let deeper = cgroups.child("session/sub/deeper");
+    let session_id = kernel::cgroup_id(&session).unwrap();
+    let proxy4 = nonblocking(TcpListener::bind("127.0.0.1:0").unwrap());
+    let proxy6 = nonblocking(TcpListener::bind("[::1]:0").unwrap());
+    let (SocketAddr::V4(p4), SocketAddr::V6(p6)) =
+        (proxy4.local_addr().unwrap(), proxy6.local_addr().unwrap())
+    else {
+        panic!("proxy listeners of the wrong family");
+    };
+
+    let mut programs = KernelPrograms::load().expect("load the kernel programs");
+    programs.attach(cgroups.path()).expect("attach");
+    programs
+        .set_interception(&Interception {
+            proxy4: Some(p4),
+            proxy6: Some(p6),
+            intercept_loopback: true,
+        })
+        .unwrap();
+    programs.add_session(session_id, 7).unwrap();
+    Some(Fixture {
+        programs,
+        session_id,
+        parent: cgroups.path().to_owned(),
+        session,
+        deeper,
+        proxy4,
+        proxy6,
+        _cgroups: cgroups,
+    })
+}
+
+fn nonblocking(listener: TcpListener) -> TcpListener {
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+/// A fake destination that must (or must not) be reached directly.
+fn upstream(addr: &str) -> (TcpListener, u16) {
+    let listener = nonblocking(TcpListener::bind(addr).unwrap());
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+fn accept_within(listener: &TcpListener, limit: Duration) -> Option<(TcpStream, SocketAddr)> {
+    let start = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                return Some((stream, peer));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < limit => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+fn accept(listener: &TcpListener) -> (TcpStream, SocketAddr) {
+    accept_within(listener, Duration::from_secs(10)).expect("a connection to accept")
+}
+
+fn nothing_pending(listener: &TcpListener) -> bool {
+    accept_within(listener, Duration::from_millis(100)).is_none()
+}
+
+fn read_all(mut stream: TcpStream) -> String {
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Runs the script in `cgroup`; its stdout, after checking it exited cleanly.
+fn run(cgroup: &std::path::Path, script: &str) -> String {
+    let out = python_in(cgroup, script);
+    assert!(
+        out.status.success(),
+        "python failed: {}{}",
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+fn pid_line(stdout: &str) -> u32 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {stdout}"))
+}
+
+#[test]
+fn session_connect_is_redirected_with_its_original_destination() {
+    let Some(mut f) = fixture("redirect") else {
+        return;
+    };
+    let (upstream, port) = upstream("127.0.0.2:0");
+    let out = run(
+        &f.session,
+        &format!(
+            "import os, socket\n\
+             s = socket.create_connection(('127.0.0.2', {port}))\n\
+             s.sendall(b'hello'); s.close(); print('pid', os.getpid())\n"
+        ),
+    );
+    let (stream, peer) = accept(&f.proxy4);
+    let original = f.programs.original_destination(peer);
+    assert_eq!(
+        original,
+        Some(Original {
+            destination: SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)),
+            session_cgroup: f.session_id,
+            pid: pid_line(&out),
+            tid: pid_line(&out),
+        })
+    );
+    assert_eq!(read_all(stream), "hello");
+    assert_eq!(
+        f.programs.original_destination(peer),
+        None,
+        "an entry is read once"
+    );
+    assert!(nothing_pending(&upstream), "the destination was reached");
+}
+
+#[test]
+fn denied_destinations_fail_with_eperm_and_are_reported() {
+    let Some(mut f) = fixture("deny") else {
+        return;
+    };
+    let (_denied4, port4) = upstream("127.0.0.3:0");
+    let (_denied6, port6) = upstream("[::1]:0");
+    f.programs
+        .deny(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), port4)
+        .unwrap();
+    f.programs.deny("::1".parse().unwrap(), port6).unwrap();
+    // Every port of 127.0.0.4, given as an IPv4-mapped address.
+    f.programs
+        .deny("::ffff:127.0.0.4".parse().unwrap(), 0)
+        .unwrap();
+    let out = run(
+        &f.session,
+        &format!(
+            "import os, socket\n\
+             print('pid', os.getpid())\n\
+             cases = [('v4', socket.AF_INET, '127.0.0.3', {port4}),\n\
+             \x20        ('v6', socket.AF_INET6, '::1', {port6}),\n\
+             \x20        ('mapped', socket.AF_INET6, '::ffff:127.0.0.3', {port4}),\n\
+             \x20        ('anyport', socket.AF_INET, '127.0.0.4', 9)]\n\
+             for name, family, host, port in cases:\n\
+             \x20   s = socket.socket(family)\n\
+             \x20   try:\n\
+             \x20       s.connect((host, port)); print(name, 'connected')\n\
+             \x20   except OSError as e:\n\
+             \x20       print(name, 'errno', e.errno)\n"
+        ),
+    );
+    for name in ["v4", "v6", "mapped", "anyport"] {
+        assert!(
+            out.contains(&format!("{name} errno 1\n")),
+            "{name} not refused with EPERM: {out}"
+        );
+    }
+    let pid = pid_line(&out);
+    let events = f.programs.drain_events();
+    let expect = |destination: SocketAddr| Event {
+        session_cgroup: f.session_id,
+        pid,
+        tid: pid,
+        destination,
+        refusal: Refusal::Denied,
+    };
+    let v4 = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 3), port4));
+    assert_eq!(
+        events,
+        vec![
+            expect(v4),
+            expect(SocketAddr::new("::1".parse().unwrap(), port6)),
+            // The mapped address is reported as what it is: IPv4.
+            expect(v4),
+            expect(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 4), 9))),
+        ]
+    );
+    assert!(f.programs.drain_events().is_empty());
+    assert!(nothing_pending(&f.proxy4) && nothing_pending(&f.proxy6));
+}
+
+#[test]
+fn sub_cgroups_are_captured_the_parent_and_outside_are_not() {
+    let Some(mut f) = fixture("subtree") else {
+        return;
+    };
+    let (upstream, port) = upstream("127.0.0.2:0");
+    let script = format!(
+        "import os, socket\n\
+         s = socket.create_connection(('127.0.0.2', {port}))\n\
+         s.sendall(b'from ' + str(os.getpid()).encode()); s.close(); print('pid', os.getpid())\n"
+    );
+
+    let out = run(&f.deeper, &script);
+    let (stream, peer) = accept(&f.proxy4);
+    let original = f.programs.original_destination(peer).expect("captured");
+    assert_eq!(
+        original.session_cgroup, f.session_id,
+        "the session, not the sub-cgroup"
+    );
+    assert_eq!(original.pid, pid_line(&out));
+    assert_eq!(
+        original.destination,
+        SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port))
+    );
+    assert_eq!(read_all(stream), format!("from {}", pid_line(&out)));
+    assert!(nothing_pending(&upstream));
+
+    // A process in the parent itself is not in a session: it reaches the destination.
+    let out = run(&f.parent, &script);
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), format!("from {}", pid_line(&out)));
+
+    // Neither is this test process, outside the parent.
+    TcpStream::connect(("127.0.0.2", port))
+        .unwrap()
+        .write_all(b"outside")
+        .unwrap();
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), "outside");
+    assert!(nothing_pending(&f.proxy4));
+}
+
+#[test]
+fn ipv6_and_ipv4_mapped_destinations_are_redirected() {
+    let Some(mut f) = fixture("ipv6") else {
+        return;
+    };
+    let (upstream4, port4) = upstream("127.0.0.2:0");
+    let (upstream6, port6) = upstream("[::1]:0");
+    run(
+        &f.session,
+        &format!(
+            "import socket\n\
+             s = socket.create_connection(('::1', {port6})); s.sendall(b'six'); s.close()\n\
+             s = socket.socket(socket.AF_INET6)\n\
+             s.connect(('::ffff:127.0.0.2', {port4})); s.sendall(b'mapped'); s.close()\n"
+        ),
+    );
+    let (stream, peer) = accept(&f.proxy6);
+    let original = f.programs.original_destination(peer).expect("v6 original");
+    assert_eq!(
+        original.destination,
+        SocketAddr::new("::1".parse().unwrap(), port6)
+    );
+    assert_eq!(read_all(stream), "six");
+
+    // The mapped connection went to the IPv4 proxy; the proxy sees an IPv4 peer.
+    let (stream, peer) = accept(&f.proxy4);
+    assert!(peer.is_ipv4(), "{peer}");
+    let original = f
+        .programs
+        .original_destination(peer)
+        .expect("mapped original");
+    assert_eq!(
+        original.destination,
+        SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port4))
+    );
+    assert_eq!(original.session_cgroup, f.session_id);
+    assert_eq!(read_all(stream), "mapped");
+    assert!(nothing_pending(&upstream4) && nothing_pending(&upstream6));
+}
+
+#[test]
+fn udp_to_port_443_is_refused_for_sessions() {
+    let Some(mut f) = fixture("quic") else {
+        return;
+    };
+    let out = run(
+        &f.session,
+        "import socket\n\
+         def attempt(name, family, how, addr):\n\
+         \x20   s = socket.socket(family, socket.SOCK_DGRAM)\n\
+         \x20   try:\n\
+         \x20       s.sendto(b'q', addr) if how == 'sendto' else s.connect(addr)\n\
+         \x20       print(name, 'ok')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(name, 'errno', e.errno)\n\
+         attempt('v4', socket.AF_INET, 'sendto', ('127.0.0.2', 443))\n\
+         attempt('v6', socket.AF_INET6, 'sendto', ('::1', 443))\n\
+         attempt('mapped', socket.AF_INET6, 'sendto', ('::ffff:127.0.0.2', 443))\n\
+         attempt('connected', socket.AF_INET, 'connect', ('127.0.0.2', 443))\n\
+         attempt('other', socket.AF_INET, 'sendto', ('127.0.0.2', 8443))\n",
+    );
+    for name in ["v4", "v6", "mapped", "connected"] {
+        assert!(
+            out.contains(&format!("{name} errno 1\n")),
+            "{name} not refused: {out}"
+        );
+    }
+    assert!(out.contains("other ok\n"), "{out}");
+    let events = f.programs.drain_events();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.refusal == Refusal::Quic && e.destination.port() == 443),
+        "{events:?}"
+    );
+    // Outside sessions UDP 443 is untouched.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.send_to(b"q", "127.0.0.2:443").unwrap();
+}
+
+#[test]
+fn many_concurrent_connections_each_get_their_original_destination() {
+    const CONNECTIONS: usize = 1000;
+    const BASE_PORT: usize = 20000;
+    let Some(f) = fixture("many") else {
+        return;
+    };
+    let Fixture {
+        programs,
+        session,
+        session_id,
+        proxy4,
+        _cgroups,
+        ..
+    } = f;
+    let programs = Arc::new(Mutex::new(programs));
+    // The proxy: one thread per accepted connection, as a real one would serve them.
+    let proxy = {
+        let programs = Arc::clone(&programs);
+        std::thread::spawn(move || {
+            let mut handlers = Vec::new();
+            for _ in 0..CONNECTIONS {
+                let Some((mut stream, peer)) = accept_within(&proxy4, Duration::from_secs(60))
+                else {
+                    break;
+                };
+                let programs = Arc::clone(&programs);
+                handlers.push(std::thread::spawn(move || {
+                    let original = programs
+                        .lock()
+                        .unwrap()
+                        .original_destination(peer)
+                        .ok_or_else(|| format!("no original for {peer}"))?;
+                    let mut line = String::new();
+                    let mut byte = [0u8; 1];
+                    while stream.read(&mut byte).map_err(|e| e.to_string())? == 1
+                        && byte[0] != b'\n'
+                    {
+                        line.push(char::from(byte[0]));
+                    }
+                    let index: usize = line.parse().map_err(|_| format!("bad index {line:?}"))?;
+                    let want =
+                        SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), (BASE_PORT + index) as u16));
+                    let ok = original.destination == want && original.session_cgroup == session_id;
+                    let _ = stream.write_all(if ok { b"ok" } else { b"no" });
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(format!("connection {index}: {original:?}, wanted {want}"))
+                    }
+                }));
+            }
+            handlers
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("handler panicked".into())))
+                .collect::<Vec<Result<(), String>>>()
+        })
+    };
+    let out = run(
+        &session,
+        &format!(
+            "import socket\n\
+             from concurrent.futures import ThreadPoolExecutor\n\
+             def one(i):\n\
+             \x20   s = socket.create_connection(('127.0.0.2', {BASE_PORT} + i), timeout=30)\n\
+             \x20   s.sendall(b'%d\\n' % i); r = s.recv(2); s.close(); return r\n\
+             with ThreadPoolExecutor(64) as pool:\n\
+             \x20   replies = list(pool.map(one, range({CONNECTIONS})))\n\
+             print('ok', replies.count(b'ok'))\n"
+        ),
+    );
+    let results = proxy.join().unwrap();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(results.len(), CONNECTIONS, "connections accepted");
+    assert!(
+        failures.is_empty(),
+        "{} wrong: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(out.contains(&format!("ok {CONNECTIONS}\n")), "{out}");
+    drop(programs);
+}
