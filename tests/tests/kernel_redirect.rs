@@ -432,3 +432,52 @@ fn many_concurrent_connections_each_get_their_original_destination() {
     assert!(out.contains(&format!("ok {CONNECTIONS}\n")), "{out}");
     drop(programs);
 }
+
+#[test]
+fn the_proxy_itself_and_loopback_without_the_flag_are_not_redirected() {
+    let Some(mut f) = fixture("exempt") else {
+        return;
+    };
+    let (upstream, port) = upstream("127.0.0.2:0");
+    let proxy4 = f.proxy4.local_addr().unwrap();
+    let connect = |host: &str, port: u16, tag: &str| {
+        format!(
+            "import socket\n\
+             s = socket.create_connection(('{host}', {port})); s.sendall(b'{tag}'); s.close()\n"
+        )
+    };
+
+    // Straight to the proxy: reaches it, with nothing recorded.
+    run(&f.session, &connect("127.0.0.1", proxy4.port(), "direct"));
+    let (stream, peer) = accept(&f.proxy4);
+    assert_eq!(f.programs.original_destination(peer), None);
+    assert_eq!(read_all(stream), "direct");
+
+    // Loopback destinations are only redirected when the flag says so.
+    let SocketAddr::V4(p4) = proxy4 else {
+        unreachable!()
+    };
+    f.programs
+        .set_interception(&Interception {
+            proxy4: Some(p4),
+            proxy6: None,
+            intercept_loopback: false,
+        })
+        .unwrap();
+    run(&f.session, &connect("127.0.0.2", port, "no flag"));
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), "no flag");
+
+    // Without a proxy nothing is redirected.
+    f.programs
+        .set_interception(&Interception {
+            proxy4: None,
+            proxy6: None,
+            intercept_loopback: true,
+        })
+        .unwrap();
+    run(&f.session, &connect("127.0.0.2", port, "no proxy"));
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), "no proxy");
+    assert!(nothing_pending(&f.proxy4) && nothing_pending(&f.proxy6));
+}
