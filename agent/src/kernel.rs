@@ -208,6 +208,24 @@ impl KernelPrograms {
             })
     }
 
+    /// Forgets a session (its cgroup is gone or the session ended). Forgetting one that was
+    /// never registered is not an error.
+    pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
+        match self.map::<u64, SessionInfo>("SESSIONS")?.remove(&cgroup_id) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            // aya reports a missing key on delete as the syscall's ENOENT.
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(nix::libc::ENOENT) =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(KernelError::Map {
+                name: "SESSIONS",
+                source,
+            }),
+        }
+    }
+
     /// Session processes may not reach `addr:port` (`port` 0: any port). An IPv4-mapped IPv6
     /// address denies the IPv4 address, whichever way a client spells it.
     pub fn deny(&mut self, addr: IpAddr, port: u16) -> Result<(), KernelError> {

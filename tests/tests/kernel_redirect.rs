@@ -480,4 +480,12 @@ fn the_proxy_itself_and_loopback_without_the_flag_are_not_redirected() {
     let (stream, _) = accept(&upstream);
     assert_eq!(read_all(stream), "no proxy");
     assert!(nothing_pending(&f.proxy4) && nothing_pending(&f.proxy6));
+
+    // A session that ended is no longer one: its leftover processes are untouched.
+    f.programs.deny("127.0.0.2".parse().unwrap(), 0).unwrap();
+    f.programs.remove_session(f.session_id).unwrap();
+    f.programs.remove_session(f.session_id).unwrap();
+    run(&f.session, &connect("127.0.0.2", port, "ended"));
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), "ended");
 }
