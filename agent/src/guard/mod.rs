@@ -622,7 +622,8 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| b.is_ascii_whitespace())
 }
 
-fn trim_newline(bytes: &mut Vec<u8>) {
+/// Strips the line end of a message (the guard's replies and replacements end with one).
+pub(crate) fn trim_newline(bytes: &mut Vec<u8>) {
     while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         bytes.pop();
     }

@@ -369,8 +369,7 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
     if event.data().is_empty() {
         return Ok(Upstream::Inert);
     }
-    // A struct reads from a JSON array too; a client reading `type` needs an object.
-    if !event.data().trim_start().starts_with('{') {
+    if !event.data_is_object() {
         return Err(Break::Unreadable(
             "an event's data is not a JSON object".to_owned(),
         ));

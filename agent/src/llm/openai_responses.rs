@@ -821,8 +821,7 @@ impl Stream {
     /// [`on_item_event`](Self::on_item_event) would; false when the full reading is needed
     /// (including for anything the head cannot be read from, such as a duplicate key).
     fn passes_unread(&mut self, event: &sse::Event, out: &mut Vec<u8>) -> bool {
-        // A struct reads from a JSON array too; the full reading wants an object.
-        if !self.pending.is_empty() || !event.data().trim_start().starts_with('{') {
+        if !self.pending.is_empty() || !event.data_is_object() {
             return false;
         }
         let Ok(head) = serde_json::from_str::<EventHead<'_>>(event.data()) else {

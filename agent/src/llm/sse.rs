@@ -68,6 +68,13 @@ impl Event {
         }
     }
 
+    /// Whether the data is a JSON object at all. Readers that deserialize it into a struct
+    /// ask first: serde fills a struct from a JSON array too, which a client reading the
+    /// event's `type` would not take for the same event.
+    pub fn data_is_object(&self) -> bool {
+        self.data().trim_start().starts_with('{')
+    }
+
     /// Whether the event has no fields at all (only comments): a keep-alive.
     pub fn is_comment_only(&self) -> bool {
         self.name.is_none() && self.data().is_empty()

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::engine::Decider;
-use crate::guard::{Forward, Guard};
+use crate::guard::{Forward, Guard, trim_newline};
 use crate::llm::sse;
 
 /// What to do with a client's POST body.
@@ -160,10 +160,9 @@ fn one_line(body: Bytes) -> Bytes {
     Bytes::from(spaced)
 }
 
+/// A guard's message without its line end: HTTP bodies and SSE data carry none.
 fn trimmed(mut bytes: Vec<u8>) -> Vec<u8> {
-    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        bytes.pop();
-    }
+    trim_newline(&mut bytes);
     bytes
 }
 

@@ -173,13 +173,19 @@ pub struct UpstreamTls {
     config: Arc<ClientConfig>,
 }
 
+/// How agentsh talks TLS to upstreams, on either path: ring, the safe protocol versions, these
+/// roots, no client certificate.
+pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 impl UpstreamTls {
     pub fn new(roots: RootCertStore) -> Result<Self, rustls::Error> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let mut config = client_config(roots)?;
         config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         Ok(Self {
             config: Arc::new(config),

@@ -3,7 +3,6 @@
 //! upstream (tests).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,12 +37,7 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// Builds the pooled client.
 pub fn client(extra_roots: &[PathBuf]) -> Result<Upstream, UpstreamError> {
-    let roots = roots(extra_roots)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let tls = crate::net::tls::client_config(roots(extra_roots)?)?;
     let mut http = HttpConnector::new();
     // Every event of a stream is a small write: Nagle would hold them back.
     http.set_nodelay(true);
