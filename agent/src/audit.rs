@@ -57,6 +57,9 @@ pub enum EventKind {
     LlmDlpRedaction,
     /// The state store could not be read or written.
     StoreError,
+    /// A session process connected to (or was refused) a network MCP server, or a destination
+    /// the kernel denies.
+    McpNetworkConnection,
     /// An agent session began (its cgroup was created and the agent placed in it).
     SessionStarted,
     /// An agent session ended (its cgroup emptied).
@@ -86,6 +89,7 @@ impl EventKind {
             Self::LlmRequest => "llm_request",
             Self::LlmDlpRedaction => "llm_dlp_redaction",
             Self::StoreError => "store_error",
+            Self::McpNetworkConnection => "mcp_network_connection",
             Self::SessionStarted => "session_started",
             Self::SessionEnded => "session_ended",
             Self::PolicyLoaded => "policy_loaded",
@@ -111,6 +115,7 @@ impl EventKind {
         Self::LlmRequest,
         Self::LlmDlpRedaction,
         Self::StoreError,
+        Self::McpNetworkConnection,
         Self::SessionStarted,
         Self::SessionEnded,
         Self::PolicyLoaded,

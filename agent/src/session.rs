@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::kernel;
 
 pub mod ca;
+pub mod trust;
 
 pub use crate::config::CgroupParent;
 
@@ -318,6 +319,14 @@ impl Sessions {
         // Deeper than the session limits allow (see `place_in_new_cgroup`): not searched, so
         // not known to be outside the sessions.
         CgroupLookup::Unknown
+    }
+
+    /// The directory of a session's cgroup (`/agentsh/<id>` as a placement names it).
+    pub fn cgroup_dir(&self, cgroup: &str) -> Option<PathBuf> {
+        match &self.tracking {
+            Tracking::Cgroup { mount, .. } => Some(mount.join(cgroup.trim_start_matches('/'))),
+            Tracking::Process => None,
+        }
     }
 
     pub fn is_live(&self, id: &str) -> bool {

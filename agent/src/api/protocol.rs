@@ -225,6 +225,10 @@ pub struct SessionCreateArgs {
     pub uid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicySource>,
+    /// PEM the agent's environment already trusted (the files its CA variables named): the
+    /// session's bundle keeps those certificates.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trusted_pem: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -234,6 +238,10 @@ pub struct SessionCreated {
     /// The daemon's LLM proxy, when it serves one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyEndpoints>,
+    /// With kernel enforcement: the bundle (system roots and the session's CA) the agent's
+    /// CA variables must name, for the transparent proxy's certificates to be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_bundle: Option<String>,
 }
 
 /// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).

@@ -10,7 +10,7 @@
 //! shuts down cleanly on SIGTERM or SIGINT with every event committed.
 
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +18,13 @@ use std::time::Duration;
 use agentsh::api::client::default_socket_path;
 use agentsh::api::protocol::{CustomServerSetting, LauncherSettings, ProxyEndpoints};
 use agentsh::audit::{Action, Event, EventKind, EventSink};
+use agentsh::config::Enforcement as Enforce;
 use agentsh::config::{self, DaemonConfig};
+use agentsh::daemon::enforcement::Enforcement;
 use agentsh::daemon::{self, Daemon, Listener, Settings};
 use agentsh::engine::{Engine, Rules};
 use agentsh::kernel::KernelPrograms;
+use agentsh::session::trust::Trust;
 use agentsh::session::{Sessions, Tracking};
 use agentsh::store::{EventLog, PinStore};
 use anyhow::{Context as _, Result, bail};
@@ -39,6 +42,8 @@ macro_rules! say {
 
 /// Exit status for a configuration that does not load (EX_CONFIG).
 const EXIT_CONFIG: u8 = 78;
+/// How often the kernel's refusals are read.
+const KERNEL_EVENTS_EVERY: Duration = Duration::from_millis(200);
 /// How often ended sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_millis(250);
 
@@ -131,19 +136,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
 
     let sessions = Sessions::new(&config.sessions.cgroup_parent);
     let mut limitations = sessions.limitations().to_vec();
-    let kernel = match KernelPrograms::load() {
-        Ok(programs) => {
-            drop(programs);
-            "kernel programs load and pass the verifier (connect4/6, sendmsg4/6, sock_ops)"
-                .to_owned()
-        }
-        Err(err) => {
-            limitations.push(format!(
-                "no kernel enforcement: {err} (needs root or CAP_BPF)"
-            ));
-            "kernel programs unavailable".to_owned()
-        }
-    };
+    let programs = load_kernel(config, sessions.tracking(), &mut limitations)?;
     let admin_gid = match &config.admin_group {
         None => None,
         Some(name) => match nix::unistd::Group::from_name(name) {
@@ -182,25 +175,59 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         limitations.clone(),
         config.policy.clone(),
     ));
+    let socket_dir = socket
+        .parent()
+        .map_or_else(|| PathBuf::from("/run/agentsh"), Path::to_path_buf);
+    let enforcement = match programs {
+        None => None,
+        Some(programs) => {
+            let trust = Trust::new(&socket_dir.join("trust"))
+                .context("preparing the sessions' CA bundles")?;
+            let _ = daemon.trust.set(Arc::new(trust));
+            let enforcement = Arc::new(Enforcement::new(programs));
+            let _ = daemon.enforcement.set(Arc::clone(&enforcement));
+            Some(enforcement)
+        }
+    };
     // Before the first connection: processes of a live session must find it in place.
     let resumed = daemon
         .resume_sessions()
         .context("resuming the sessions of the last run")?;
     let proxy = agentsh::proxy::start(Arc::clone(&daemon), &config.proxy, &config.state_dir)
         .context("starting the LLM proxy")?;
-    let proxy_line = match &proxy {
-        Some(running) => {
+    let kernel = match &enforcement {
+        None => "no kernel enforcement".to_owned(),
+        Some(enforcement) => {
+            let started = agentsh::net::transparent::start(config, &daemon, &proxy, enforcement)
+                .context("starting kernel enforcement")?;
+            limitations.extend(started.notes);
+            format!(
+                "kernel enforcement on (connect4/6, sendmsg4/6, sock_ops); transparent proxy on {}{}",
+                config.kernel.listen,
+                config
+                    .kernel
+                    .listen6
+                    .map(|a| format!(" and {a}"))
+                    .unwrap_or_default()
+            )
+        }
+    };
+    let proxy_line = match (
+        proxy.anthropic_base_url(),
+        proxy.openai_base_url(),
+        proxy.listen,
+    ) {
+        (Some(anthropic_base_url), Some(openai_base_url), Some(addr)) => {
             let _ = daemon.proxy.set(ProxyEndpoints {
-                anthropic_base_url: running.anthropic_base_url(),
-                openai_base_url: running.openai_base_url(),
+                anthropic_base_url,
+                openai_base_url,
             });
             format!(
-                "LLM proxy on http://{} (mode {})",
-                running.addr,
+                "LLM proxy on http://{addr} (mode {})",
                 config.proxy.mode.as_str()
             )
         }
-        None => "no LLM proxy (proxy.listen is not set)".to_owned(),
+        _ => "no explicit LLM proxy (proxy.listen is not set)".to_owned(),
     };
     let listener = Arc::new(listener);
     {
@@ -234,6 +261,19 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         Tracking::Cgroup { parent, .. } => format!("cgroup {parent}"),
         Tracking::Process => "process ancestry".to_owned(),
     };
+    if let Some(enforcement) = &enforcement {
+        let enforcement = Arc::clone(enforcement);
+        let engine = Arc::clone(&engine);
+        std::thread::Builder::new()
+            .name("kernel-events".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(KERNEL_EVENTS_EVERY);
+                    enforcement.record_refusals(&engine);
+                }
+            })
+            .context("starting the kernel event reader")?;
+    }
     say!(
         "agentshd: ready: socket {}, policy {}, state {}, sessions by {tracking}; {kernel}; {proxy_line}",
         socket.display(),
@@ -271,14 +311,39 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         }
     }
     notify("STOPPING=1");
-    if let Some(proxy) = &proxy {
-        proxy.sync_bodies();
-    }
+    proxy.sync_bodies();
     log.close();
     // The accept thread still holds the listener; the path goes now.
     let _ = std::fs::remove_file(listener.path());
     say!("agentshd: stopped");
     Ok(())
+}
+
+/// Loads the kernel programs when config and the host allow; says in `limitations` why not
+/// otherwise. `kernel.enforcement: required` makes "not" an error.
+fn load_kernel(
+    config: &DaemonConfig,
+    tracking: &Tracking,
+    limitations: &mut Vec<String>,
+) -> Result<Option<KernelPrograms>> {
+    let why_not = match (config.kernel.enforcement, tracking) {
+        (Enforce::Off, _) => return Ok(None),
+        (_, Tracking::Process) => {
+            "sessions are not cgroups here, and the kernel hooks work by cgroup".to_owned()
+        }
+        (_, Tracking::Cgroup { .. }) => match KernelPrograms::load() {
+            Ok(programs) => return Ok(Some(programs)),
+            Err(err) => err.to_string(),
+        },
+    };
+    if config.kernel.enforcement == Enforce::Required {
+        bail!("kernel.enforcement is required, and the kernel programs cannot run: {why_not}");
+    }
+    limitations.push(format!(
+        "no kernel enforcement ({why_not}): an agent can reach the network around agentsh; \
+         only `agentshctl run --no-kernel` (the explicit LLM proxy) and the stdio shims apply"
+    ));
+    Ok(None)
 }
 
 /// Tells systemd about our state when it started us with Type=notify (`$NOTIFY_SOCKET`).

@@ -10,6 +10,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::diagnostic::{ConfigError, Diagnostic, Location, Report};
 use super::formats::check_id;
+use super::kernel::{self, KernelConfig};
+use super::keywords::Enforcement;
 use super::load::{parse_document, read_source};
 use super::patterns::NameGlob;
 use super::proxy::{self, ProxyConfig};
@@ -37,6 +39,7 @@ const ROOT_KEYS: &[&str] = &[
     "providers",
     "tls",
     "dlp",
+    "kernel",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -59,6 +62,8 @@ pub struct DaemonConfig {
     pub launcher: LauncherConfig,
     /// The LLM proxy: `proxy`, `providers`, `tls`, `dlp`.
     pub proxy: ProxyConfig,
+    /// `kernel`: the eBPF hooks and the transparent proxy.
+    pub kernel: KernelConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -142,6 +147,7 @@ impl DaemonConfig {
             sessions: SessionsConfig::default(),
             launcher: LauncherConfig::default(),
             proxy: ProxyConfig::default(),
+            kernel: KernelConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -167,6 +173,23 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .required(r, "policy")
         .and_then(|n| path(r, n, "policy", base));
     let admin_group = f.get("admin_group").and_then(|n| group(r, n));
+    let proxy = proxy::read(r, &f, base);
+    let kernel = f
+        .get("kernel")
+        .map(|n| kernel::read(r, n))
+        .unwrap_or_default();
+    if proxy.listen.is_none() && kernel.enforcement == Enforcement::Off {
+        for key in ["providers", "tls", "dlp"] {
+            if f.has(key) {
+                r.warn(
+                    f.key_loc(key),
+                    format!(
+                        "`{key}` has no effect: neither proxy runs (`proxy.listen` is not set and `kernel.enforcement` is off)"
+                    ),
+                );
+            }
+        }
+    }
     Some(DaemonConfig {
         origin: origin.to_string(),
         state_dir: state_dir.unwrap_or_default(),
@@ -181,7 +204,8 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
             .get("launcher")
             .map(|n| launcher(r, n))
             .unwrap_or_default(),
-        proxy: proxy::read(r, &f, base),
+        proxy,
+        kernel,
         warnings: Vec::new(),
     })
 }

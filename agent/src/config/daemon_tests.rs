@@ -162,7 +162,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel)"
         ]
     );
 }
@@ -443,12 +443,41 @@ dlp:
             "d.yaml:12:24: error: `dlp.custom_patterns[0].regex`: invalid regex: unclosed group",
         ]
     );
+    // The transparent path (kernel enforcement, on unless turned off) uses providers too.
+    let providers = "providers:\n  openai: {upstream: \"https://x.example\"}\n";
+    assert!(warnings(&format!("{MINIMAL}{providers}")).is_empty());
     assert_eq!(
         warnings(&format!(
-            "{MINIMAL}providers:\n  openai: {{upstream: \"https://x.example\"}}\n"
+            "{MINIMAL}{providers}kernel:\n  enforcement: off\n"
         )),
         [
-            "d.yaml:3:1: warning: `providers` has no effect: the proxy is off (`proxy.listen` is not set)"
+            "d.yaml:3:1: warning: `providers` has no effect: neither proxy runs (`proxy.listen` is not set and `kernel.enforcement` is off)"
+        ]
+    );
+}
+
+#[test]
+fn kernel_section() {
+    let config = ok(&format!(
+        "{MINIMAL}kernel:\n  enforcement: required\n  listen: 127.0.0.1:9915\n  listen6: off\n  intercept_loopback: [127.0.0.2, \"::1\"]\n  other_traffic: refuse\n  deny: [169.254.169.254, \"10.0.0.5:5432\"]\n"
+    ));
+    let k = &config.kernel;
+    assert_eq!(k.enforcement, crate::config::Enforcement::Required);
+    assert_eq!(k.listen, "127.0.0.1:9915".parse().unwrap());
+    assert_eq!(k.listen6, None);
+    assert_eq!(k.intercept_loopback.len(), 2);
+    assert_eq!(k.other_traffic, crate::config::OtherTraffic::Refuse);
+    assert_eq!(k.deny[1], ("10.0.0.5".parse().unwrap(), 5432));
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}kernel:\n  listen: 10.0.0.1:915\n  intercept_loopback: [10.0.0.2, nope]\n  deny: [example.com]\n  enforcement: maybe\n"
+        )),
+        [
+            "d.yaml:4:11: error: `kernel.listen` must be an IPv4 loopback address with a port, such as 127.0.0.1:915; found `10.0.0.1:915`",
+            "d.yaml:5:24: error: `kernel.intercept_loopback[0]`: `10.0.0.2` is not a loopback address (127.0.0.0/8 or ::1); other addresses are intercepted anyway",
+            "d.yaml:5:34: error: `kernel.intercept_loopback[1]`: `nope` is not an IP address",
+            "d.yaml:6:10: error: `kernel.deny[0]`: `example.com` is not an address or address:port (169.254.169.254, 10.0.0.5:5432, [2001:db8::1]:443)",
+            "d.yaml:7:16: error: `kernel.enforcement`: unknown value `maybe` (expected one of: auto, required, off)",
         ]
     );
 }

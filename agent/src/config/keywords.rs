@@ -172,6 +172,30 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// Whether agentshd enforces through the kernel hooks.
+    Enforcement {
+        /// When this host allows it (root or CAP_BPF); otherwise say so and serve the explicit
+        /// proxy only.
+        Auto = "auto",
+        /// Refuse to start without working hooks.
+        Required = "required",
+        /// Never load them.
+        Off = "off",
+    }
+}
+
+keyword_enum! {
+    /// What the transparent proxy does with a connection that is neither an LLM provider's
+    /// nor a declared MCP server's.
+    OtherTraffic {
+        /// Copy both ways, untouched.
+        Splice = "splice",
+        /// Close it.
+        Refuse = "refuse",
+    }
+}
+
+keyword_enum! {
     /// Secrets in outgoing LLM requests (`embedded` mode).
     DlpMode {
         Redact = "redact",

@@ -22,6 +22,7 @@
 mod daemon;
 mod diagnostic;
 mod formats;
+mod kernel;
 mod keywords;
 mod load;
 mod mcp_section;
@@ -42,9 +43,10 @@ pub use daemon::{
     SessionsConfig, load_daemon_file, load_daemon_str,
 };
 pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
+pub use kernel::KernelConfig;
 pub use keywords::{
-    Action, Decision, DlpMode, Keyword, ListPolicy, PinAction, ProxyMode, RequestAction, Severity,
-    Transport, UnknownKeyword,
+    Action, Decision, DlpMode, Enforcement, Keyword, ListPolicy, OtherTraffic, PinAction,
+    ProxyMode, RequestAction, Severity, Transport, UnknownKeyword,
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
 pub use patterns::{

@@ -120,16 +120,6 @@ pub(super) fn read(r: &mut Report, f: &Fields<'_>, base: &Path) -> ProxyConfig {
     if let Some(node) = f.get("dlp") {
         config.dlp = dlp(r, node);
     }
-    if config.listen.is_none() {
-        for key in ["providers", "tls", "dlp"] {
-            if f.has(key) {
-                r.warn(
-                    f.key_loc(key),
-                    format!("`{key}` has no effect: the proxy is off (`proxy.listen` is not set)"),
-                );
-            }
-        }
-    }
     config
 }
 

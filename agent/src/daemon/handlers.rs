@@ -483,7 +483,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         owner,
         command: a.command,
         cgroup,
-        placement: Some(placement),
+        placement: Some(placement.clone()),
         policy: rules.as_ref().map_or_else(
             || daemon.engine.rules().policy.origin.clone(),
             |r| r.policy.origin.clone(),
@@ -491,6 +491,25 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         policy_text: a.policy.as_ref().map(|source| source.text.clone()),
         started_at: now_secs(),
         ended_at: None,
+    };
+    if let Err(err) = daemon.enforce(&id, &placement) {
+        // The agent would run with nothing in the kernel to stop it: not started at all.
+        return Err(internal(format!(
+            "the kernel cannot enforce the session: {err}"
+        )));
+    }
+    let trust_bundle = match daemon.trust.get() {
+        None => None,
+        Some(trust) => match trust.open(&id, a.uid, &a.trusted_pem) {
+            Ok(path) => Some(path.display().to_string()),
+            Err(err) => {
+                // Without its CA the session's TLS would be refused: not started at all (its
+                // cgroup empties when the launcher gives up, and the reaper removes it).
+                return Err(internal(format!(
+                    "cannot make the session's certificate authority: {err}"
+                )));
+            }
+        },
     };
     daemon
         .log
@@ -516,6 +535,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         session: record.without_policy_text(),
         launcher: daemon.settings.launcher.clone(),
         proxy: daemon.proxy.get().cloned(),
+        trust_bundle,
     })
 }
 
@@ -559,6 +579,15 @@ pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
     ended.session = Some(id.to_owned());
     daemon.engine.record_global(ended);
     daemon.engine.close_session(id);
+    if let Some(trust) = daemon.trust.get() {
+        trust.close(id);
+    }
+    if let Some(enforcement) = daemon.enforcement.get() {
+        enforcement.session_ended(id);
+    }
+    if let Some(ended) = daemon.on_session_end.get() {
+        ended(id);
+    }
     if let Ok(Some(mut record)) = daemon.log.session(id) {
         record.ended_at = Some(now_secs());
         if let Err(err) = daemon.log.put_session(&record) {

@@ -2,6 +2,7 @@
 //! may do, and the answer to each operation. The engine, the event log and the sessions are
 //! shared by all connections.
 
+pub mod enforcement;
 mod handlers;
 pub mod peer;
 pub mod report;
@@ -17,8 +18,13 @@ pub use server::{Listener, serve};
 use crate::api::protocol::{LauncherSettings, ProxyEndpoints, Reloaded};
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::{Engine, Rules};
+use crate::session::trust::Trust;
 use crate::session::{Placement, Sessions};
 use crate::store::{EventLog, SessionRecord, now_secs};
+use enforcement::Enforcement;
+
+/// Called with the id of each session that ends.
+pub type SessionEndHook = Box<dyn Fn(&str) + Send + Sync>;
 
 /// Who administers, and what sessions may choose.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +50,12 @@ pub struct Daemon {
     pub unmanaged: Mutex<HashSet<String>>,
     /// The LLM proxy's endpoints, once it listens.
     pub proxy: OnceLock<ProxyEndpoints>,
+    /// The sessions' CAs, once the transparent proxy runs (kernel enforcement).
+    pub trust: OnceLock<Arc<Trust>>,
+    /// The kernel programs, when they enforce.
+    pub enforcement: OnceLock<Arc<Enforcement>>,
+    /// Told the id of each session that ends (the transparent proxy forgets its state).
+    pub on_session_end: OnceLock<SessionEndHook>,
     /// This run of the daemon, told at hello: a shim that sees it change knows the daemon
     /// restarted and has forgotten what its servers listed.
     pub instance: String,
@@ -67,6 +79,9 @@ impl Daemon {
             policy_path,
             unmanaged: Mutex::default(),
             proxy: OnceLock::new(),
+            trust: OnceLock::new(),
+            enforcement: OnceLock::new(),
+            on_session_end: OnceLock::new(),
             instance: crate::session::new_id(),
         }
     }
@@ -94,11 +109,10 @@ impl Daemon {
                 .placement
                 .clone()
                 .or_else(|| record.cgroup.clone().map(Placement::Cgroup));
-            let resumed = placement.is_some_and(|p| self.sessions.resume(id, &p));
-            if !resumed {
+            let Some(placement) = placement.filter(|p| self.sessions.resume(id, p)) else {
                 handlers::end_session(self, id, "session ended while agentshd was not running");
                 continue;
-            }
+            };
             let rules = record.policy_text.as_deref().and_then(|text| {
                 let loaded = crate::config::load_str(text, &record.policy)
                     .map_err(|e| e.to_string())
@@ -115,6 +129,18 @@ impl Daemon {
                 }
             });
             self.engine.open_session(Some(id), rules);
+            if let Err(err) = self.enforce(id, &placement) {
+                said.push(format!(
+                    "session {id}: the kernel cannot enforce it ({err}); its connections are not redirected"
+                ));
+            }
+            if let Some(trust) = self.trust.get()
+                && let Err(err) = trust.open(id, record.owner_uid, "")
+            {
+                said.push(format!(
+                    "session {id}: no certificate authority ({err}); its TLS connections will be refused"
+                ));
+            }
             said.push(format!(
                 "resumed session {id}{} under {}",
                 record
@@ -126,6 +152,22 @@ impl Daemon {
             ));
         }
         Ok(said)
+    }
+
+    /// The kernel learns a session's cgroup (with kernel enforcement and cgroup sessions).
+    pub fn enforce(
+        &self,
+        id: &str,
+        placement: &Placement,
+    ) -> Result<(), crate::kernel::KernelError> {
+        let (Some(enforcement), Placement::Cgroup(cgroup)) = (self.enforcement.get(), placement)
+        else {
+            return Ok(());
+        };
+        match self.sessions.cgroup_dir(cgroup) {
+            Some(dir) => enforcement.session_started(id, &dir),
+            None => Ok(()),
+        }
     }
 
     /// Loads the default policy again. A policy that fails to load leaves the last good one

@@ -3,5 +3,10 @@
 //! with the session's CA, upstream TLS to the original address) and MCP over HTTP
 //! ([`mcp_http`]: the stdio shim's guard applied to Streamable HTTP messages).
 
+pub mod front;
+pub mod mcp_exchange;
 pub mod mcp_http;
+pub mod origin;
+pub mod targets;
 pub mod tls;
+pub mod transparent;

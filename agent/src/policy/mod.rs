@@ -130,7 +130,9 @@ pub fn unlisted_verdict(policy: &McpPolicy, server: &str, tool: &str) -> Option<
     })
 }
 
-fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
+/// Whether `server` may be used at all (denied_servers, server_policy, fail_closed): `Some`
+/// block verdict when not. The transparent proxy asks it before a network server's connection.
+pub fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
     use Decision::Block;
     let names = NameForms::of(server);
     if policy

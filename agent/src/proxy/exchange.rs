@@ -27,8 +27,23 @@ use super::store::Capture;
 use crate::config::ProxyMode;
 use crate::engine::Session;
 use crate::llm::{self, Dialect, Stream};
+use crate::net::origin::Origin;
 
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Where an exchange's request goes upstream.
+#[derive(Clone, Copy)]
+pub enum Via<'a> {
+    /// The provider's configured upstream, on the pooled client (the explicit proxy: the
+    /// provider is told by the path's prefix, or guessed).
+    Configured,
+    /// The transparent path: the connection's own origin, the address the agent dialled,
+    /// for the provider its name belongs to.
+    Origin {
+        provider: Provider,
+        origin: &'a Origin,
+    },
+}
 
 /// A request body past this is refused (conversation histories run to megabytes, not this).
 const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -45,6 +60,7 @@ impl Proxy {
         &self,
         request: Request<Incoming>,
         session: Arc<Session>,
+        via: Via<'_>,
     ) -> Response<ResponseBody> {
         let request_id = crate::session::new_id();
         let path = request
@@ -52,7 +68,10 @@ impl Proxy {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        let route = Route::of(&path, request.headers());
+        let route = match via {
+            Via::Configured => Route::of(&path, request.headers()),
+            Via::Origin { provider, .. } => Route::direct(provider, &path),
+        };
         let mut record = Record::new(
             Arc::clone(&self.daemon.engine),
             session,
@@ -65,7 +84,7 @@ impl Proxy {
         record
             .extra
             .insert("mode".into(), json!(self.config.mode.as_str()));
-        let mut response = match self.forward(request, &route, &mut record).await {
+        let mut response = match self.forward(request, &route, via, &mut record).await {
             Ok(response) => response,
             Err(refusal) => {
                 // What the client got, beside what upstream answered (if it did).
@@ -88,6 +107,7 @@ impl Proxy {
         &self,
         request: Request<Incoming>,
         route: &Route,
+        via: Via<'_>,
         record: &mut Record,
     ) -> Result<Response<ResponseBody>, Refusal> {
         if route.is_ambiguous() {
@@ -141,11 +161,6 @@ impl Proxy {
         record.capture = Capture::open(&self.bodies, &record.request_id);
         record.capture.request(&body);
 
-        let base = match route.provider {
-            Provider::Anthropic => &self.config.anthropic_upstream,
-            Provider::OpenAi => &self.config.openai_upstream,
-        };
-        let url = route.upstream_url(base);
         strip_hop_by_hop(&mut headers);
         headers.remove(header::HOST);
         headers.remove(header::CONTENT_LENGTH);
@@ -159,6 +174,17 @@ impl Proxy {
                 headers.insert(header::ACCEPT_ENCODING, value);
             }
         }
+        let url = match via {
+            Via::Configured => {
+                let base = match route.provider {
+                    Provider::Anthropic => &self.config.anthropic_upstream,
+                    Provider::OpenAi => &self.config.openai_upstream,
+                };
+                route.upstream_url(base)
+            }
+            // The origin names its own authority; the path is what the client asked.
+            Via::Origin { .. } => route.path_and_query.clone(),
+        };
         let mut upstream_request = Request::builder()
             .method(head.method)
             .uri(&url)
@@ -167,10 +193,19 @@ impl Proxy {
                 Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
             })?;
         *upstream_request.headers_mut() = headers;
-        let response =
-            self.upstream.request(upstream_request).await.map_err(|e| {
+        let response = match via {
+            Via::Configured => self.upstream.request(upstream_request).await.map_err(|e| {
                 Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
-            })?;
+            })?,
+            Via::Origin { origin, .. } => origin.send(upstream_request).await.map_err(|e| {
+                Refusal::bad_gateway(format!(
+                    "upstream {} ({}): {}",
+                    origin.authority(),
+                    origin.address(),
+                    error_chain(&e)
+                ))
+            })?,
+        };
 
         let (mut head, upstream_body) = response.into_parts();
         record.status = Some(head.status.as_u16());

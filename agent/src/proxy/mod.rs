@@ -36,7 +36,9 @@ use crate::llm::Limits;
 use crate::llm::dlp::Redactor;
 use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
-pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX};
+pub use body::BoxError;
+pub use exchange::{ResponseBody, Via};
+pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX, Provider};
 use upstream::{Upstream, UpstreamError};
 
 /// Connections served at once.
@@ -72,13 +74,16 @@ pub struct Proxy {
     limits: Limits,
     redactor: Option<Redactor>,
     bodies: BodyStore,
-    local: SocketAddr,
 }
 
-/// A running proxy.
-#[derive(Debug, Clone)]
+/// A running proxy: its runtime (which the transparent path shares) and, when `proxy.listen`
+/// is set, the explicit listener.
+#[derive(Clone)]
 pub struct Running {
-    pub addr: SocketAddr,
+    /// Where the explicit proxy listens.
+    pub listen: Option<SocketAddr>,
+    pub proxy: Arc<Proxy>,
+    pub runtime: tokio::runtime::Handle,
     bodies: BodyStore,
 }
 
@@ -90,33 +95,39 @@ impl Running {
     }
 
     /// What Anthropic's SDKs take as ANTHROPIC_BASE_URL.
-    pub fn anthropic_base_url(&self) -> String {
-        format!("http://{}{ANTHROPIC_PREFIX}", self.addr)
+    pub fn anthropic_base_url(&self) -> Option<String> {
+        self.listen
+            .map(|addr| format!("http://{addr}{ANTHROPIC_PREFIX}"))
     }
 
     /// What OpenAI's SDKs take as OPENAI_BASE_URL (their paths start below /v1).
-    pub fn openai_base_url(&self) -> String {
-        format!("http://{}{OPENAI_PREFIX}/v1", self.addr)
+    pub fn openai_base_url(&self) -> Option<String> {
+        self.listen
+            .map(|addr| format!("http://{addr}{OPENAI_PREFIX}/v1"))
     }
 }
 
-/// Starts the proxy on its own runtime thread. `None` when config does not enable it.
+/// Starts the proxy on its own runtime threads, with the explicit listener when config sets
+/// `proxy.listen`.
 pub fn start(
     daemon: Arc<Daemon>,
     config: &ProxyConfig,
     state_dir: &Path,
-) -> Result<Option<Running>, ProxyError> {
-    let Some(addr) = config.listen else {
-        return Ok(None);
+) -> Result<Running, ProxyError> {
+    let listener = match config.listen {
+        None => None,
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(addr)
+                .map_err(|source| ProxyError::Bind { addr, source })?;
+            listener
+                .set_nonblocking(true)
+                .map_err(|source| ProxyError::Bind { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| ProxyError::Bind { addr, source })?;
+            Some((listener, local))
+        }
     };
-    let listener =
-        std::net::TcpListener::bind(addr).map_err(|source| ProxyError::Bind { addr, source })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|source| ProxyError::Bind { addr, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| ProxyError::Bind { addr, source })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("proxy")
@@ -166,28 +177,36 @@ pub fn start(
         limits: Limits::default(),
         redactor,
         bodies: bodies.clone(),
-        local,
     });
+    let handle = runtime.handle().clone();
+    let listen = listener.as_ref().map(|(_, local)| *local);
+    let served = Arc::clone(&proxy);
     std::thread::Builder::new()
         .name("proxy".into())
         .spawn(move || {
             runtime.block_on(async move {
+                tokio::spawn(Arc::clone(&served).prune_bodies());
+                let Some((listener, local)) = listener else {
+                    // The runtime lives on for the transparent path.
+                    return std::future::pending().await;
+                };
                 match TcpListener::from_std(listener) {
-                    Ok(listener) => proxy.serve(listener).await,
+                    Ok(listener) => served.serve(listener, local).await,
                     Err(err) => eprintln!("agentshd: proxy: cannot listen: {err}"),
                 }
             });
         })
         .map_err(ProxyError::Runtime)?;
-    Ok(Some(Running {
-        addr: local,
+    Ok(Running {
+        listen,
+        proxy,
+        runtime: handle,
         bodies,
-    }))
+    })
 }
 
 impl Proxy {
-    async fn serve(self: Arc<Self>, listener: TcpListener) {
-        tokio::spawn(Arc::clone(&self).prune_bodies());
+    async fn serve(self: Arc<Self>, listener: TcpListener, local: SocketAddr) {
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
             // At the cap, new clients wait in the listen backlog: agentshd's descriptors
@@ -199,7 +218,7 @@ impl Proxy {
                 Ok((stream, peer)) => {
                     let proxy = Arc::clone(&self);
                     tokio::spawn(async move {
-                        proxy.connection(stream, peer).await;
+                        proxy.connection(stream, local, peer).await;
                         drop(slot);
                     });
                 }
@@ -235,9 +254,9 @@ impl Proxy {
     }
 
     /// One client connection: its session first (refused when it cannot be told), then HTTP.
-    async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
+    async fn connection(self: Arc<Self>, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
-        let (local, daemon) = (self.local, Arc::clone(&self.daemon));
+        let daemon = Arc::clone(&self.daemon);
         let identified =
             tokio::task::spawn_blocking(move || peer::identify(local, peer, &daemon.sessions))
                 .await;
@@ -260,7 +279,7 @@ impl Proxy {
         let service = service_fn(move |request| {
             let proxy = Arc::clone(&self);
             let session = Arc::clone(&session);
-            async move { Ok::<_, Infallible>(proxy.exchange(request, session).await) }
+            async move { Ok::<_, Infallible>(proxy.exchange(request, session, Via::Configured).await) }
         });
         let served = http1::Builder::new()
             .timer(TokioTimer::new())

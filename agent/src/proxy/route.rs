@@ -57,6 +57,16 @@ impl Route {
         }
     }
 
+    /// A request on the transparent path, whose provider the host it went to says: the path
+    /// is the upstream's own, no prefix to take off.
+    pub fn direct(provider: Provider, path_and_query: &str) -> Self {
+        Self {
+            provider,
+            dialect: Dialect::of_path(path_and_query),
+            path_and_query: path_and_query.to_owned(),
+        }
+    }
+
     /// A path an upstream could read differently from the proxy (`%6Dessages`, `/v1//messages`,
     /// `/./`, `;params`, a backslash): the proxy classifies the raw text, a server may
     /// normalise it first, so such a path is refused rather than passed unclassified.

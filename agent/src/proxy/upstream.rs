@@ -53,8 +53,9 @@ pub fn client(extra_roots: &[PathBuf]) -> Result<Upstream, UpstreamError> {
         .build(connector))
 }
 
-/// The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured) and the extra ones.
-fn roots(extra_roots: &[PathBuf]) -> Result<RootCertStore, UpstreamError> {
+/// The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured) and the extra ones: what both
+/// upstream paths verify against.
+pub fn roots(extra_roots: &[PathBuf]) -> Result<RootCertStore, UpstreamError> {
     let mut store = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     // A bad certificate among hundreds in the system store is skipped, not fatal.

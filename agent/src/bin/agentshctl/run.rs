@@ -116,6 +116,11 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                     .as_ref()
                     .map_or_else(|| Uid::current().as_raw(), |u| u.uid.as_raw()),
                 policy,
+                trusted_pem: if args.no_kernel {
+                    String::new()
+                } else {
+                    trusted_pem()
+                },
             },
         )
         .map_err(anyhow::Error::from);
@@ -163,6 +168,13 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             message.push_str(&format!("{name}={value}\n"));
         }
     }
+    if let (false, Some(bundle)) = (args.no_kernel, &created.trust_bundle) {
+        // The transparent proxy's certificates are the session CA's: every TLS stack the
+        // agent may use is pointed at the bundle that holds it.
+        for name in agentsh::session::ca::TRUST_VARIABLES {
+            message.push_str(&format!("{name}={bundle}\n"));
+        }
+    }
     eprintln!(
         "agentshctl: session {} started{}",
         session.id,
@@ -178,6 +190,30 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         let _ = std::fs::remove_dir_all(dir);
     }
     agentsh::process::exit_like(status)
+}
+
+/// What the agent's environment trusted besides the system roots: the files its CA variables
+/// name (a corporate CA, say), which the session's bundle replaces and so must carry on.
+fn trusted_pem() -> String {
+    let mut seen = Vec::new();
+    let mut pem = String::new();
+    for name in agentsh::session::ca::TRUST_VARIABLES {
+        let Some(path) = std::env::var_os(name) else {
+            continue;
+        };
+        if seen.contains(&path) {
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(text) => pem.push_str(&text),
+            Err(err) => eprintln!(
+                "agentshctl: {name}={}: {err}; its certificates are not carried into the session",
+                PathBuf::from(&path).display()
+            ),
+        }
+        seen.push(path);
+    }
+    pem
 }
 
 /// The user to run the agent as: the sudo caller when root was reached through sudo.

@@ -1,0 +1,530 @@
+//! The transparent proxy's front door: every TCP connection the kernel hooks redirected from a
+//! session arrives here. Its original destination and session come from the kernel (the
+//! record the connect hook kept, by the client's address); nothing the agent sends can
+//! change either.
+//!
+//! Then, by where it was going and the name its ClientHello asks for:
+//! - an LLM provider's API: TLS terminated with the session CA's leaf, each request through
+//!   the LLM interceptor, upstream to the ORIGINAL address with the real certificate verified;
+//! - a network MCP server the session's policy declares: refused when the policy denies the
+//!   server, else terminated (TLS) or read (plain HTTP), each message through the engine;
+//! - anything else: spliced through untouched, or refused, as `kernel.other_traffic` says.
+//!
+//! A connection whose record is missing, whose session cannot be told, or whose ClientHello
+//! cannot be read on a port where LLM or MCP traffic goes is closed: never passed unread.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use url::Url;
+
+use super::mcp_exchange::{self, SESSION_HEADER};
+use super::mcp_http::McpHttp;
+use super::origin::Origin;
+use super::targets::{Class, McpTarget, Targets};
+use super::tls::{self, Hello, TlsError, UpstreamTls};
+use crate::audit::{Action, Event, EventKind};
+use crate::config::OtherTraffic;
+use crate::daemon::Daemon;
+use crate::engine::{Local, Rules, Session};
+use crate::kernel::Original;
+use crate::proxy::{Provider, Proxy, Via};
+use crate::session::CgroupLookup;
+use crate::session::ca::LeafName;
+
+/// How long a client on an inspected port may take to send its first bytes.
+const HELLO_PATIENCE: Duration = Duration::from_secs(10);
+/// A request's head must arrive within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 4096;
+/// What a connection of the start-up self-test's session is answered with.
+pub const CANARY_REPLY: &[u8] = b"agentsh-canary\n";
+
+/// Where redirected connections were going: the kernel's records, taken once each.
+pub trait OriginalDestinations: Send {
+    fn take(&mut self, client: SocketAddr) -> Option<Original>;
+}
+
+/// The transparent proxy.
+pub struct Front {
+    daemon: Arc<Daemon>,
+    proxy: Arc<Proxy>,
+    originals: Mutex<Box<dyn OriginalDestinations>>,
+    upstream_tls: UpstreamTls,
+    providers: Vec<(Provider, Url)>,
+    other_traffic: OtherTraffic,
+    /// The cgroup id of the self-test's throw-away session, while it runs.
+    canary: Mutex<Option<u64>>,
+    /// Session cgroup ids already told (cgroup ids are never reused while the host runs).
+    sessions: Mutex<HashMap<u64, String>>,
+    /// The targets of each policy in use, built once per policy.
+    targets: Mutex<Vec<(Weak<Rules>, Arc<Targets>)>>,
+    /// MCP conversations: (session, server, Mcp-Session-Id) -> the guard's state.
+    conversations: ConversationMap,
+}
+
+/// What the front needs at start.
+pub struct FrontSettings {
+    pub upstream_tls: UpstreamTls,
+    pub providers: Vec<(Provider, Url)>,
+    pub other_traffic: OtherTraffic,
+}
+
+impl Front {
+    pub fn new(
+        daemon: Arc<Daemon>,
+        proxy: Arc<Proxy>,
+        originals: Box<dyn OriginalDestinations>,
+        settings: FrontSettings,
+    ) -> Self {
+        Self {
+            daemon,
+            proxy,
+            originals: Mutex::new(originals),
+            upstream_tls: settings.upstream_tls,
+            providers: settings.providers,
+            other_traffic: settings.other_traffic,
+            canary: Mutex::default(),
+            sessions: Mutex::default(),
+            targets: Mutex::default(),
+            conversations: ConversationMap::default(),
+        }
+    }
+
+    /// While set, connections of the session with this cgroup id are answered
+    /// [`CANARY_REPLY`] and closed (the start-up self-test).
+    pub fn set_canary(&self, cgroup_id: Option<u64>) {
+        *lock(&self.canary) = cgroup_id;
+    }
+
+    /// Forgets what was kept for an ended session.
+    pub fn session_ended(&self, id: &str) {
+        lock(&self.sessions).retain(|_, session| session != id);
+        lock(&self.conversations).retain(|(session, _, _), _| session != id);
+    }
+
+    /// The targets of `rules` (the providers, and the policy's declared network servers with
+    /// their names resolved).
+    pub fn targets(&self, rules: &Arc<Rules>) -> Arc<Targets> {
+        let mut cache = lock(&self.targets);
+        cache.retain(|(weak, _)| weak.strong_count() > 0);
+        if let Some((_, targets)) = cache
+            .iter()
+            .find(|(weak, _)| weak.upgrade().is_some_and(|r| Arc::ptr_eq(&r, rules)))
+        {
+            return Arc::clone(targets);
+        }
+        let providers: Vec<(Provider, &Url)> =
+            self.providers.iter().map(|(p, u)| (*p, u)).collect();
+        let targets = Arc::new(Targets::new(&providers, rules.mcp(), resolve));
+        cache.push((Arc::downgrade(rules), Arc::clone(&targets)));
+        targets
+    }
+
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                return;
+            };
+            match listener.accept().await {
+                Ok((stream, client)) => {
+                    let front = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        front.connection(stream, client).await;
+                        drop(slot);
+                    });
+                }
+                Err(err) => {
+                    eprintln!("agentshd: transparent proxy: accept: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    async fn connection(self: Arc<Self>, mut stream: TcpStream, client: SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let Some(original) = lock(&self.originals).take(client) else {
+            eprintln!(
+                "agentshd: transparent proxy: refusing {client}: no record of where it was going"
+            );
+            return;
+        };
+        if *lock(&self.canary) == Some(original.session_cgroup) {
+            let _ = stream.write_all(CANARY_REPLY).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        let Some(session) = self.session_of(original.session_cgroup).await else {
+            eprintln!(
+                "agentshd: transparent proxy: refusing {client} (pid {}) to {}: its session (cgroup {}) is not live",
+                original.pid, original.destination, original.session_cgroup
+            );
+            return;
+        };
+        let rules = session.rules();
+        let destination = original.destination;
+        let targets = {
+            let front = Arc::clone(&self);
+            let rules = Arc::clone(&rules);
+            match tokio::task::spawn_blocking(move || front.targets(&rules)).await {
+                Ok(targets) => targets,
+                Err(_) => return,
+            }
+        };
+        if !targets.inspects_port(destination.port()) {
+            return self.other(stream, &original, &session).await;
+        }
+        match tls::peek_hello(&stream, HELLO_PATIENCE).await {
+            Ok(hello) => match targets.tls(destination, hello.server_name.as_deref()) {
+                Class::Llm(provider) => {
+                    self.llm(stream, &original, session, &hello, provider).await
+                }
+                Class::Mcp(target) => {
+                    self.mcp(stream, &original, session, Some(&hello), target)
+                        .await;
+                }
+                Class::Other => self.other(stream, &original, &session).await,
+            },
+            Err(TlsError::NotTls(_)) => match targets.plain(destination) {
+                Class::Mcp(target) => self.mcp(stream, &original, session, None, target).await,
+                Class::Llm(_) | Class::Other => self.other(stream, &original, &session).await,
+            },
+            Err(TlsError::HelloCut) => {}
+            Err(err) => {
+                // Cannot tell what it is, on a port where LLM or MCP traffic goes: not passed.
+                eprintln!(
+                    "agentshd: transparent proxy: refusing pid {} to {destination}: {err}",
+                    original.pid
+                );
+            }
+        }
+    }
+
+    /// The live session whose cgroup id the kernel recorded.
+    async fn session_of(&self, cgroup_id: u64) -> Option<Arc<Session>> {
+        let known = lock(&self.sessions).get(&cgroup_id).cloned();
+        let id = match known {
+            Some(id) => id,
+            None => {
+                let daemon = Arc::clone(&self.daemon);
+                let found = tokio::task::spawn_blocking(move || {
+                    daemon.sessions.session_of_cgroup_id(cgroup_id)
+                })
+                .await
+                .ok()?;
+                let CgroupLookup::Found(hit) = found else {
+                    return None;
+                };
+                lock(&self.sessions).insert(cgroup_id, hit.session.clone());
+                hit.session
+            }
+        };
+        if !self.daemon.sessions.is_live(&id) {
+            return None;
+        }
+        self.daemon.engine.find_session(&id)
+    }
+
+    async fn llm(
+        &self,
+        stream: TcpStream,
+        original: &Original,
+        session: Arc<Session>,
+        hello: &Hello,
+        provider: Provider,
+    ) {
+        let destination = original.destination;
+        let Some(ca) = self.authority(&session) else {
+            return;
+        };
+        let name = match LeafName::of(hello.server_name.as_deref(), destination.ip()) {
+            Ok(name) => name,
+            Err(err) => {
+                eprintln!("agentshd: transparent proxy: {destination}: {err}");
+                return;
+            }
+        };
+        let client = match tls::terminate(stream, &ca, hello, destination.ip()).await {
+            Ok(client) => client,
+            Err(err) => {
+                // Mostly an agent that does not trust the session CA (its own bundle).
+                eprintln!(
+                    "agentshd: transparent proxy: pid {} to {name}: {err}",
+                    original.pid
+                );
+                return;
+            }
+        };
+        let origin = Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name));
+        let proxy = Arc::clone(&self.proxy);
+        let service = service_fn(move |request| {
+            let (proxy, origin, session) = (
+                Arc::clone(&proxy),
+                Arc::clone(&origin),
+                Arc::clone(&session),
+            );
+            async move {
+                let via = Via::Origin {
+                    provider,
+                    origin: &origin,
+                };
+                Ok::<_, Infallible>(proxy.exchange(request, session, via).await)
+            }
+        });
+        serve_http(client, service, destination).await;
+    }
+
+    async fn mcp(
+        &self,
+        stream: TcpStream,
+        original: &Original,
+        session: Arc<Session>,
+        hello: Option<&Hello>,
+        target: &McpTarget,
+    ) {
+        let destination = original.destination;
+        let rules = session.rules();
+        let refused = crate::policy::server_policy(rules.mcp(), &target.server);
+        let (action, reason) = match &refused {
+            Some(verdict) => (Action::Block, verdict.reason.clone()),
+            None => (
+                Action::Allow,
+                format!("connection to MCP server '{}' inspected", target.server),
+            ),
+        };
+        self.daemon.engine.record(
+            &session,
+            Event::new(
+                EventKind::McpNetworkConnection,
+                &target.server,
+                action,
+                reason,
+            )
+            .rule(refused.as_ref().map_or("", |v| v.rule.as_str()))
+            .details(json!({
+                "pid": original.pid,
+                "address": destination.to_string(),
+                "tls": hello.is_some(),
+            })),
+        );
+        if refused.is_some() {
+            return;
+        }
+        let max = rules.mcp().max_message_bytes;
+        let session_id = session.id().unwrap_or_default().to_owned();
+        let decider: Arc<dyn crate::engine::Decider> = Arc::new(Local::new(
+            Arc::clone(&self.daemon.engine),
+            Arc::clone(&session),
+        ));
+        let conversations = Arc::new(Conversations {
+            map: Arc::clone(&self.conversations),
+            session: session_id,
+            server: target.server.clone(),
+            decider,
+            max_message_bytes: max,
+        });
+        match hello {
+            Some(hello) => {
+                let Some(ca) = self.authority(&session) else {
+                    return;
+                };
+                let name = match LeafName::of(hello.server_name.as_deref(), destination.ip()) {
+                    Ok(name) => name,
+                    Err(_) => return,
+                };
+                let client = match tls::terminate(stream, &ca, hello, destination.ip()).await {
+                    Ok(client) => client,
+                    Err(err) => {
+                        eprintln!(
+                            "agentshd: transparent proxy: pid {} to MCP server {}: {err}",
+                            original.pid, target.server
+                        );
+                        return;
+                    }
+                };
+                let origin = Origin::tls(destination, self.upstream_tls.clone(), name);
+                conversations.serve(client, origin, destination).await;
+            }
+            None => {
+                conversations
+                    .serve(stream, Origin::plain(destination), destination)
+                    .await;
+            }
+        }
+    }
+
+    async fn other(&self, stream: TcpStream, original: &Original, session: &Session) {
+        let destination = original.destination;
+        match self.other_traffic {
+            OtherTraffic::Refuse => {
+                self.daemon.engine.record(
+                    session,
+                    Event::new(
+                        EventKind::McpNetworkConnection,
+                        "",
+                        Action::Block,
+                        format!(
+                            "connection to {destination} refused: neither an LLM provider nor a declared MCP server (kernel.other_traffic: refuse)"
+                        ),
+                    )
+                    .rule("other_traffic")
+                    .details(json!({"pid": original.pid, "address": destination.to_string()})),
+                );
+            }
+            OtherTraffic::Splice => splice(stream, destination).await,
+        }
+    }
+
+    fn authority(&self, session: &Session) -> Option<Arc<crate::session::ca::SessionCa>> {
+        let id = session.id()?;
+        let found = self.daemon.trust.get().and_then(|t| t.authority(id));
+        if found.is_none() {
+            eprintln!("agentshd: transparent proxy: session {id} has no certificate authority");
+        }
+        found
+    }
+}
+
+/// The guards' state of MCP conversations: (session, server, Mcp-Session-Id) -> guard. It
+/// outlives connections: a conversation's GET stream and POSTs may come on different ones.
+type ConversationMap = Arc<Mutex<HashMap<(String, String, String), Arc<McpHttp>>>>;
+
+/// Conversations kept at most; past it one of the same session's goes (a client inventing
+/// session ids cannot grow the map without bound).
+const MAX_CONVERSATIONS: usize = 4096;
+
+/// The MCP conversations of one session with one server.
+struct Conversations {
+    map: ConversationMap,
+    session: String,
+    server: String,
+    decider: Arc<dyn crate::engine::Decider>,
+    max_message_bytes: usize,
+}
+
+impl Conversations {
+    /// The guard of the conversation a request belongs to (by its Mcp-Session-Id).
+    fn get(&self, mcp_session: &str) -> Arc<McpHttp> {
+        let key = (
+            self.session.clone(),
+            self.server.clone(),
+            mcp_session.to_owned(),
+        );
+        let mut map = lock(&self.map);
+        if !map.contains_key(&key) && map.len() >= MAX_CONVERSATIONS {
+            let evicted = map.keys().find(|(s, _, _)| *s == self.session).cloned();
+            if let Some(evicted) = evicted {
+                map.remove(&evicted);
+            }
+        }
+        Arc::clone(map.entry(key).or_insert_with(|| {
+            Arc::new(McpHttp::new(
+                &self.server,
+                Arc::clone(&self.decider),
+                self.max_message_bytes,
+            ))
+        }))
+    }
+
+    fn end(&self, mcp_session: &str) {
+        lock(&self.map).remove(&(
+            self.session.clone(),
+            self.server.clone(),
+            mcp_session.to_owned(),
+        ));
+    }
+
+    async fn serve<S>(self: Arc<Self>, client: S, origin: Origin, destination: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let origin = Arc::new(origin);
+        let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            let (origin, conversations) = (Arc::clone(&origin), Arc::clone(&self));
+            async move {
+                let mcp_session = request
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let ended = request.method() == http::Method::DELETE;
+                let http = conversations.get(&mcp_session);
+                let max = conversations.max_message_bytes;
+                let response = mcp_exchange::exchange(request, http, &origin, max).await;
+                if ended {
+                    conversations.end(&mcp_session);
+                }
+                Ok::<_, Infallible>(response)
+            }
+        });
+        serve_http(client, service, destination).await;
+    }
+}
+
+/// HTTP/1.1 or h2 (as the client speaks) on a terminated or plain client connection.
+async fn serve_http<I, S>(client: I, service: S, destination: SocketAddr)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<crate::proxy::ResponseBody>,
+            Error = Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    let served = builder
+        .serve_connection(TokioIo::new(client), service)
+        .await;
+    if let Err(err) = served {
+        let incomplete = err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message);
+        if !incomplete {
+            eprintln!("agentshd: transparent proxy: connection to {destination}: {err}");
+        }
+    }
+}
+
+/// Copies both ways between the client and where it was going, untouched.
+async fn splice(mut client: TcpStream, destination: SocketAddr) {
+    let mut upstream = match TcpStream::connect(destination).await {
+        Ok(upstream) => upstream,
+        // The client sees its connection closed, as it would a refused one.
+        Err(_) => return,
+    };
+    let _ = upstream.set_nodelay(true);
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// Looks up a declared server's host name (blocking; called off the runtime's workers).
+fn resolve(name: &str, port: u16) -> Vec<std::net::IpAddr> {
+    (name, port)
+        .to_socket_addrs()
+        .map(|addrs| addrs.map(|a| a.ip()).collect())
+        .unwrap_or_default()
+}
+
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,230 @@
+//! One HTTP request of an agent to a declared network MCP server, on the transparent path:
+//! Streamable HTTP (POST with JSON or SSE answers, GET streams, DELETE) and the older
+//! HTTP+SSE transport (GET stream, POSTs answered on it), each message through
+//! [`McpHttp`], so the same engine as the stdio shim decides.
+//!
+//! A client body is read whole (bounded by the policy's message limit), a JSON answer too;
+//! SSE answers are inspected event by event as they arrive. An answer that claims success
+//! but is neither JSON nor SSE cannot be read for tool results and is refused.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+
+use super::mcp_http::{ClientAction, McpHttp, ServerEvents};
+use super::origin::Origin;
+use crate::proxy::ResponseBody;
+
+/// The header Streamable HTTP names a conversation by.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Answers one request of the client; `http` is the conversation it belongs to.
+pub async fn exchange(
+    request: Request<Incoming>,
+    http: Arc<McpHttp>,
+    origin: &Origin,
+    max_message_bytes: usize,
+) -> Response<ResponseBody> {
+    match forward(request, &http, origin, max_message_bytes).await {
+        Ok(response) => response,
+        Err((status, reason)) => refusal(status, &reason),
+    }
+}
+
+type Refused = (StatusCode, String);
+
+async fn forward(
+    request: Request<Incoming>,
+    http: &Arc<McpHttp>,
+    origin: &Origin,
+    max_message_bytes: usize,
+) -> Result<Response<ResponseBody>, Refused> {
+    let (mut head, body) = request.into_parts();
+    let body = Limited::new(body, max_message_bytes)
+        .collect()
+        .await
+        .map_err(|e| {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body cannot be read (limit {max_message_bytes} bytes): {e}"),
+            )
+        })?
+        .to_bytes();
+    let body = if head.method == Method::POST {
+        match http.client_post(body) {
+            ClientAction::Forward(body) => body,
+            ClientAction::Answer(json) => return Ok(json_response(StatusCode::OK, json.into())),
+            ClientAction::Accepted => {
+                return Ok(empty_response(StatusCode::ACCEPTED));
+            }
+        }
+    } else if body.is_empty() {
+        body
+    } else {
+        // GET and DELETE carry no messages; a body there would pass unread.
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("a {} request to an MCP server carries no body", head.method),
+        ));
+    };
+    head.headers.remove(header::CONTENT_LENGTH);
+    let request = Request::from_parts(head, Full::new(body));
+    let response = origin.send(request).await.map_err(|e| {
+        (
+            StatusCode::BAD_GATEWAY,
+            format!("MCP server {}: {e}", origin.authority()),
+        )
+    })?;
+    let (mut head, body) = response.into_parts();
+    if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
+        // Errors and acknowledgements carry no messages for the client.
+        return Ok(Response::from_parts(
+            head,
+            body.boxed_unsync().map_err(Into::into).boxed_unsync(),
+        ));
+    }
+    let kind = content_type(&head.headers);
+    head.headers.remove(header::CONTENT_LENGTH);
+    match kind.as_deref() {
+        Some("application/json") => {
+            let json = Limited::new(body, max_message_bytes)
+                .collect()
+                .await
+                .map_err(|e| {
+                    (
+                        StatusCode::BAD_GATEWAY,
+                        format!("the MCP server's answer cannot be read: {e}"),
+                    )
+                })?
+                .to_bytes();
+            match http.server_json(json) {
+                Some(json) => Ok(Response::from_parts(head, full(json))),
+                None => Ok(empty_response(StatusCode::ACCEPTED)),
+            }
+        }
+        Some("text/event-stream") => {
+            let events = http.server_events(max_message_bytes);
+            let body = InspectedEvents {
+                inner: body,
+                events,
+                done: false,
+            };
+            Ok(Response::from_parts(head, body.boxed_unsync()))
+        }
+        _ => {
+            // Nothing to inspect only when there is nothing at all.
+            let bytes = Limited::new(body, 1)
+                .collect()
+                .await
+                .map(http_body_util::Collected::to_bytes)
+                .unwrap_or_else(|_| Bytes::from_static(b"-"));
+            if bytes.is_empty() {
+                Ok(Response::from_parts(head, full(bytes)))
+            } else {
+                Err((
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "the MCP server answered with {}, which is neither JSON nor an event stream",
+                        kind.unwrap_or_else(|| "no content type".to_owned())
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// A server's event stream, passed event by event through the guard.
+struct InspectedEvents {
+    inner: Incoming,
+    events: ServerEvents,
+    done: bool,
+}
+
+impl Body for InspectedEvents {
+    type Data = Bytes;
+    type Error = crate::proxy::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let mut out = Vec::new();
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    // Trailers carry no events.
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    this.events.push(&data, &mut out);
+                }
+                Some(Err(err)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(err.into())));
+                }
+                None => {
+                    this.done = true;
+                    this.events.finish(&mut out);
+                }
+            }
+            if this.events.is_broken() {
+                // What could not be read does not pass; the client sees the stream cut.
+                this.done = true;
+                return Poll::Ready(Some(Err(
+                    "the MCP server's event stream cannot be read; cut here".into(),
+                )));
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+        }
+    }
+}
+
+fn content_type(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(value.split(';').next()?.trim().to_ascii_lowercase())
+}
+
+fn full(bytes: Bytes) -> ResponseBody {
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn json_response(status: StatusCode, body: Bytes) -> Response<ResponseBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn empty_response(status: StatusCode) -> Response<ResponseBody> {
+    let mut response = Response::new(Empty::new().map_err(|never| match never {}).boxed_unsync());
+    *response.status_mut() = status;
+    response
+}
+
+/// agentsh answers in the server's place: a JSON-RPC error without an id (the request could
+/// not be read or sent), with the reason.
+fn refusal(status: StatusCode, reason: &str) -> Response<ResponseBody> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32603, "message": format!("agentsh: {reason}")},
+    });
+    json_response(status, Bytes::from(body.to_string()))
+}

@@ -1,0 +1,240 @@
+//! The upstream of one transparent client connection: the address the agent dialled, opened on
+//! the first request and kept for the ones after it, never shared with another client (two
+//! sessions may resolve one name to different addresses; each gets the one it chose).
+//!
+//! TLS to the origin verifies the real certificate for the name the client asked for; the
+//! protocol is what the origin picks (h2 or HTTP/1.1), whatever the client speaks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+use super::tls::{TlsError, UpstreamTls};
+use crate::session::ca::LeafName;
+
+/// Why a request could not be sent to the origin.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("HTTP with {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: hyper::Error,
+    },
+    #[error("cannot build the request for {addr}: {source}")]
+    Request {
+        addr: SocketAddr,
+        source: http::Error,
+    },
+}
+
+/// Where one client connection's requests go.
+pub struct Origin {
+    address: SocketAddr,
+    /// The name TLS verifies (the client's SNI, or the address); `None`: plain HTTP.
+    tls: Option<(UpstreamTls, LeafName)>,
+    /// What requests name as their authority (`Host`, `:authority`).
+    authority: String,
+    sender: Mutex<Option<Sender>>,
+}
+
+/// A request on its way, whichever protocol carries it.
+type Pending = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<Incoming>, hyper::Error>> + Send>,
+>;
+
+enum Sender {
+    Http1(http1::SendRequest<Full<Bytes>>),
+    Http2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    /// Whether the connection can take a request (waiting for the last HTTP/1.1 body).
+    async fn ready(&mut self) -> bool {
+        match self {
+            Self::Http1(sender) => sender.ready().await.is_ok(),
+            Self::Http2(sender) => sender.ready().await.is_ok(),
+        }
+    }
+}
+
+impl Origin {
+    /// TLS to `address`, verified for `name`.
+    pub fn tls(address: SocketAddr, tls: UpstreamTls, name: LeafName) -> Self {
+        let authority = authority_of(&name.to_string(), address.port(), 443);
+        Self {
+            address,
+            tls: Some((tls, name)),
+            authority,
+            sender: Mutex::new(None),
+        }
+    }
+
+    /// Plain HTTP to `address`.
+    pub fn plain(address: SocketAddr) -> Self {
+        Self {
+            address,
+            tls: None,
+            authority: authority_of(&address.ip().to_string(), address.port(), 80),
+            sender: Mutex::new(None),
+        }
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// What requests to this origin name as their host.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// Sends `request` (its URI's path and query are used; the authority is the origin's).
+    /// A connection the origin closed since the last request is opened again.
+    pub async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        let (mut head, body) = request.into_parts();
+        let path = head
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let mut slot = self.sender.lock().await;
+        let reused = match slot.take() {
+            Some(mut sender) => sender.ready().await.then_some(sender),
+            None => None,
+        };
+        let mut current = match reused {
+            Some(sender) => sender,
+            None => self.open().await?,
+        };
+        let bad = |source| OriginError::Request {
+            addr: self.address,
+            source,
+        };
+        let sent = match &mut current {
+            Sender::Http1(sender) => {
+                head.uri = Uri::try_from(path).map_err(|e| bad(e.into()))?;
+                head.headers.insert(
+                    http::header::HOST,
+                    http::HeaderValue::from_str(&self.authority).map_err(|e| bad(e.into()))?,
+                );
+                Box::pin(sender.send_request(Request::from_parts(head, body))) as Pending
+            }
+            Sender::Http2(sender) => {
+                let scheme = if self.tls.is_some() { "https" } else { "http" };
+                head.uri = Uri::builder()
+                    .scheme(scheme)
+                    .authority(self.authority.as_str())
+                    .path_and_query(path)
+                    .build()
+                    .map_err(bad)?;
+                head.headers.remove(http::header::HOST);
+                Box::pin(sender.send_request(Request::from_parts(head, body)))
+            }
+        };
+        let multiplexed = matches!(current, Sender::Http2(_));
+        *slot = Some(current);
+        if multiplexed {
+            // Streams multiplex: the connection is free for the next request at once.
+            drop(slot);
+        }
+        // HTTP/1.1 answers in order: the lock is held until this answer's head is in, and the
+        // next request's `ready` waits for its body.
+        let response = sent.await;
+        response.map_err(|source| OriginError::Http {
+            addr: self.address,
+            source,
+        })
+    }
+
+    async fn open(&self) -> Result<Sender, OriginError> {
+        let address = self.address;
+        let http_error = |source| OriginError::Http {
+            addr: address,
+            source,
+        };
+        match &self.tls {
+            Some((tls, name)) => {
+                let stream = tls.connect(address, name).await?;
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                let io = TokioIo::new(stream);
+                if h2 {
+                    let (sender, connection) = http2::handshake(TokioExecutor::new(), io)
+                        .await
+                        .map_err(http_error)?;
+                    tokio::spawn(connection);
+                    Ok(Sender::Http2(sender))
+                } else {
+                    let (sender, connection) = http1::handshake(io).await.map_err(http_error)?;
+                    tokio::spawn(connection);
+                    Ok(Sender::Http1(sender))
+                }
+            }
+            None => {
+                let stream =
+                    TcpStream::connect(address)
+                        .await
+                        .map_err(|source| OriginError::Connect {
+                            addr: address,
+                            source,
+                        })?;
+                let _ = stream.set_nodelay(true);
+                let (sender, connection) = http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(http_error)?;
+                tokio::spawn(connection);
+                Ok(Sender::Http1(sender))
+            }
+        }
+    }
+}
+
+/// `host` or `host:port` when the port is not the scheme's own; IPv6 in brackets.
+fn authority_of(host: &str, port: u16, default_port: u16) -> String {
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    if port == default_port {
+        host
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Shared by the requests of one client connection.
+pub type SharedOrigin = Arc<Origin>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities_name_the_port_only_when_it_is_not_the_default() {
+        assert_eq!(
+            authority_of("api.anthropic.com", 443, 443),
+            "api.anthropic.com"
+        );
+        assert_eq!(authority_of("127.0.0.3", 8080, 80), "127.0.0.3:8080");
+        assert_eq!(authority_of("::1", 443, 443), "[::1]");
+        assert_eq!(authority_of("::1", 8443, 443), "[::1]:8443");
+    }
+}

@@ -1,0 +1,234 @@
+//! What a redirected connection is, from where it was going and the name its ClientHello
+//! asked for: an LLM provider's API, a network MCP server the policy declares, or other
+//! traffic. Pure: the front asks, and opens, splices or refuses by the answer.
+
+use std::net::{IpAddr, SocketAddr};
+
+use url::{Host, Url};
+
+use crate::config::{McpPolicy, Transport};
+use crate::proxy::Provider;
+
+/// The hosts the transparent proxy terminates.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    llm: Vec<(String, u16, Provider)>,
+    mcp: Vec<McpTarget>,
+}
+
+/// A declared network MCP server (`type: http` or `sse` with a `url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpTarget {
+    pub server: String,
+    pub host: McpHost,
+    pub port: u16,
+    pub tls: bool,
+    /// SHA-256 of the server's SPKI, lowercase hex: the certificate must carry this key.
+    pub spki_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpHost {
+    /// Matched by SNI; over plain HTTP by the addresses the name resolved to.
+    Name {
+        name: String,
+        addresses: Vec<IpAddr>,
+    },
+    Ip(IpAddr),
+}
+
+/// What a connection is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class<'a> {
+    Llm(Provider),
+    Mcp(&'a McpTarget),
+    Other,
+}
+
+impl Targets {
+    /// The providers' upstream hosts (from `providers.*.upstream`) and `policy`'s declared
+    /// network servers. `resolve` looks up a server's host name (plain HTTP servers are
+    /// matched by address).
+    pub fn new(
+        providers: &[(Provider, &Url)],
+        policy: &McpPolicy,
+        resolve: impl Fn(&str, u16) -> Vec<IpAddr>,
+    ) -> Self {
+        let llm = providers
+            .iter()
+            .filter_map(|(provider, url)| {
+                let host = url.host_str()?.to_ascii_lowercase();
+                Some((host, url.port_or_known_default()?, *provider))
+            })
+            .collect();
+        let mcp = policy
+            .servers
+            .iter()
+            .filter(|s| matches!(s.transport, Transport::Http | Transport::Sse))
+            .filter_map(|s| {
+                let url = Url::parse(s.url.as_deref()?).ok()?;
+                let port = url.port_or_known_default()?;
+                let host = match url.host()? {
+                    Host::Domain(name) => McpHost::Name {
+                        addresses: resolve(name, port),
+                        name: name.to_ascii_lowercase(),
+                    },
+                    Host::Ipv4(ip) => McpHost::Ip(IpAddr::V4(ip)),
+                    Host::Ipv6(ip) => McpHost::Ip(IpAddr::V6(ip)),
+                };
+                Some(McpTarget {
+                    server: s.id.clone(),
+                    host,
+                    port,
+                    tls: url.scheme() == "https",
+                    spki_sha256: s.tls_fingerprint.clone(),
+                })
+            })
+            .collect();
+        Self { llm, mcp }
+    }
+
+    /// Whether connections to this port may be ours to open (a ClientHello or HTTP request is
+    /// worth waiting for); others are passed or refused without reading a byte, so protocols
+    /// where the server speaks first (SSH, SMTP) are not held up.
+    pub fn inspects_port(&self, port: u16) -> bool {
+        self.llm.iter().any(|(_, p, _)| *p == port) || self.mcp.iter().any(|t| t.port == port)
+    }
+
+    /// A TLS connection to `original` that asked for `sni`.
+    pub fn tls(&self, original: SocketAddr, sni: Option<&str>) -> Class<'_> {
+        let port = original.port();
+        if let Some(sni) = sni {
+            let sni = sni.trim_end_matches('.');
+            if let Some((_, _, provider)) = self
+                .llm
+                .iter()
+                .find(|(host, p, _)| *p == port && host.eq_ignore_ascii_case(sni))
+            {
+                return Class::Llm(*provider);
+            }
+        }
+        self.mcp
+            .iter()
+            .filter(|t| t.tls && t.port == port)
+            .find(|t| match (&t.host, sni) {
+                (McpHost::Name { name, .. }, Some(sni)) => {
+                    name.eq_ignore_ascii_case(sni.trim_end_matches('.'))
+                }
+                (McpHost::Ip(ip), None) => *ip == original.ip(),
+                (McpHost::Ip(ip), Some(sni)) => sni.parse::<IpAddr>().ok() == Some(*ip),
+                (McpHost::Name { .. }, None) => false,
+            })
+            .map_or(Class::Other, Class::Mcp)
+    }
+
+    /// A connection to `original` that does not start with TLS.
+    pub fn plain(&self, original: SocketAddr) -> Class<'_> {
+        self.mcp
+            .iter()
+            .filter(|t| !t.tls && t.port == original.port())
+            .find(|t| match &t.host {
+                McpHost::Ip(ip) => *ip == original.ip(),
+                McpHost::Name { addresses, .. } => addresses.contains(&original.ip()),
+            })
+            .map_or(Class::Other, Class::Mcp)
+    }
+
+    /// Every declared network server, for the kernel's deny list.
+    pub fn mcp(&self) -> &[McpTarget] {
+        &self.mcp
+    }
+}
+
+impl McpTarget {
+    /// The addresses this server is known by (for the deny list).
+    pub fn addresses(&self) -> Vec<IpAddr> {
+        match &self.host {
+            McpHost::Ip(ip) => vec![*ip],
+            McpHost::Name { addresses, .. } => addresses.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn targets() -> Targets {
+        let policy = crate::config::load_str(
+            r#"
+sandbox:
+  mcp:
+    servers:
+      - {id: remote, type: http, url: "https://mcp.example.com/mcp"}
+      - {id: local, type: http, url: "http://127.0.0.3:8931/mcp"}
+      - {id: named, type: sse, url: "http://tools.internal:9000/sse"}
+      - {id: byip, type: http, url: "https://[::1]:8443/mcp"}
+      - {id: fs, type: stdio, command: npx}
+"#,
+            "p.yaml",
+        )
+        .unwrap();
+        let anthropic = Url::parse("https://api.anthropic.com").unwrap();
+        let openai = Url::parse("https://api.openai.com/").unwrap();
+        Targets::new(
+            &[
+                (Provider::Anthropic, &anthropic),
+                (Provider::OpenAi, &openai),
+            ],
+            policy.mcp(),
+            |name, _| {
+                if name == "tools.internal" {
+                    vec!["10.1.2.3".parse().unwrap()]
+                } else {
+                    Vec::new()
+                }
+            },
+        )
+    }
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn providers_by_name_and_port() {
+        let t = targets();
+        let any = addr("127.0.0.2:443");
+        assert_eq!(
+            t.tls(any, Some("api.anthropic.com")),
+            Class::Llm(Provider::Anthropic)
+        );
+        assert_eq!(
+            t.tls(any, Some("API.OpenAI.com.")),
+            Class::Llm(Provider::OpenAi)
+        );
+        assert_eq!(
+            t.tls(addr("127.0.0.2:8443"), Some("api.anthropic.com")),
+            Class::Other
+        );
+        assert_eq!(t.tls(any, Some("example.org")), Class::Other);
+        assert_eq!(t.tls(any, None), Class::Other);
+        assert!(t.inspects_port(443) && t.inspects_port(8931) && !t.inspects_port(22));
+    }
+
+    #[test]
+    fn declared_servers_by_sni_address_or_resolved_name() {
+        let t = targets();
+        let server = |class: Class<'_>| match class {
+            Class::Mcp(target) => target.server.clone(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            server(t.tls(addr("192.0.2.1:443"), Some("mcp.example.com"))),
+            "remote"
+        );
+        assert_eq!(server(t.plain(addr("127.0.0.3:8931"))), "local");
+        assert_eq!(server(t.plain(addr("127.0.0.4:8931"))), "Other");
+        assert_eq!(server(t.plain(addr("10.1.2.3:9000"))), "named");
+        assert_eq!(server(t.tls(addr("[::1]:8443"), None)), "byip");
+        // A TLS server is not matched by a plain connection, nor the other way round.
+        assert_eq!(server(t.plain(addr("[::1]:8443"))), "Other");
+        assert_eq!(server(t.tls(addr("127.0.0.3:8931"), None)), "Other");
+    }
+}

@@ -1,0 +1,154 @@
+//! Starting kernel enforcement: the transparent proxy listens, the kernel learns where to send
+//! sessions' connections and what to deny, and the programs are attached to the sessions'
+//! parent cgroup, in that order, so that no redirected connection finds nobody listening.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use super::front::{Front, FrontSettings};
+use super::tls::UpstreamTls;
+use crate::config::DaemonConfig;
+use crate::daemon::Daemon;
+use crate::daemon::enforcement::{Enforcement, Originals};
+use crate::kernel::{Interception, KernelError};
+use crate::proxy::{Provider, Running};
+use crate::session::Tracking;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("kernel.{key} {addr}: {source}")]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("upstream TLS: {0}")]
+    Upstream(#[from] crate::proxy::upstream::UpstreamError),
+    #[error("upstream TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("kernel: {0}")]
+    Kernel(#[from] KernelError),
+    #[error("sessions are not cgroups here; the kernel hooks need them")]
+    NoCgroups,
+}
+
+/// The running transparent proxy.
+pub struct Transparent {
+    pub front: Arc<Front>,
+    /// What the operator should know (an address family not redirected, say).
+    pub notes: Vec<String>,
+}
+
+/// Starts the transparent proxy on the LLM proxy's runtime and attaches the kernel programs.
+pub fn start(
+    config: &DaemonConfig,
+    daemon: &Arc<Daemon>,
+    proxy: &Running,
+    enforcement: &Arc<Enforcement>,
+) -> Result<Transparent, StartError> {
+    let Tracking::Cgroup { mount, parent } = daemon.sessions.tracking() else {
+        return Err(StartError::NoCgroups);
+    };
+    let parent_dir = mount.join(parent.trim_start_matches('/'));
+    let mut notes = Vec::new();
+    let kernel = &config.kernel;
+    let listener4 = bind("listen", kernel.listen)?;
+    let listener6 = match kernel.listen6 {
+        None => {
+            notes.push(
+                "IPv6 connections of sessions are not redirected (kernel.listen6: off)".to_owned(),
+            );
+            None
+        }
+        Some(addr) => match bind("listen6", addr) {
+            Ok(listener) => Some(listener),
+            // A host without IPv6 loopback has no IPv6 to route around us with.
+            Err(err) => {
+                notes.push(format!(
+                    "IPv6 connections of sessions are not redirected: {err}"
+                ));
+                None
+            }
+        },
+    };
+    let roots = crate::proxy::upstream::roots(&config.proxy.extra_roots)?;
+    let settings = FrontSettings {
+        upstream_tls: UpstreamTls::new(roots)?,
+        providers: vec![
+            (Provider::Anthropic, config.proxy.anthropic_upstream.clone()),
+            (Provider::OpenAi, config.proxy.openai_upstream.clone()),
+        ],
+        other_traffic: kernel.other_traffic,
+    };
+    let front = Arc::new(Front::new(
+        Arc::clone(daemon),
+        Arc::clone(&proxy.proxy),
+        Box::new(Originals(Arc::clone(enforcement))),
+        settings,
+    ));
+    {
+        let front = Arc::clone(&front);
+        let _ = daemon
+            .on_session_end
+            .set(Box::new(move |id| front.session_ended(id)));
+    }
+    let mut interception = Interception {
+        proxy4: None,
+        proxy6: None,
+        intercept_loopback: !kernel.intercept_loopback.is_empty(),
+    };
+    for listener in [Some(listener4), listener6].into_iter().flatten() {
+        let (listener, local) = listener;
+        match local {
+            SocketAddr::V4(v4) => interception.proxy4 = Some(v4),
+            SocketAddr::V6(v6) => interception.proxy6 = Some(v6),
+        }
+        let front = Arc::clone(&front);
+        proxy.runtime.spawn(async move {
+            match TcpListener::from_std(listener) {
+                Ok(listener) => front.serve(listener).await,
+                Err(err) => eprintln!("agentshd: transparent proxy: cannot listen: {err}"),
+            }
+        });
+    }
+    let denied = denied_destinations(config, daemon, &front);
+    enforcement.with(|programs| -> Result<(), KernelError> {
+        programs.set_interception(&interception)?;
+        for (addr, port) in &denied {
+            programs.deny(*addr, *port)?;
+        }
+        programs.attach(&parent_dir)
+    })?;
+    Ok(Transparent { front, notes })
+}
+
+/// `kernel.deny`, and the addresses of declared network MCP servers the daemon's policy
+/// denies (a session may still not reach one its own policy denies: the proxy refuses it).
+fn denied_destinations(
+    config: &DaemonConfig,
+    daemon: &Daemon,
+    front: &Front,
+) -> Vec<(IpAddr, u16)> {
+    let mut denied = config.kernel.deny.clone();
+    let rules = daemon.engine.rules();
+    let targets = front.targets(&rules);
+    for target in targets.mcp() {
+        if crate::policy::server_policy(rules.mcp(), &target.server).is_some() {
+            denied.extend(target.addresses().into_iter().map(|ip| (ip, target.port)));
+        }
+    }
+    denied
+}
+
+fn bind(
+    key: &'static str,
+    addr: SocketAddr,
+) -> Result<(std::net::TcpListener, SocketAddr), StartError> {
+    let bad = |source| StartError::Bind { key, addr, source };
+    let listener = std::net::TcpListener::bind(addr).map_err(bad)?;
+    listener.set_nonblocking(true).map_err(bad)?;
+    let local = listener.local_addr().map_err(bad)?;
+    Ok((listener, local))
+}
