@@ -37,10 +37,16 @@ impl Daemon {
             std::process::id(),
             dir.file_name().and_then(|n| n.to_str()).unwrap_or("d")
         );
+        // Daemons of tests run side by side: each transparent proxy on a port of its own.
+        let kernel = if extra_config.contains("kernel:") {
+            ""
+        } else {
+            "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n"
+        };
         std::fs::write(
             &config,
             format!(
-                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n{extra_config}"
+                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n{kernel}{extra_config}"
             ),
         )
         .expect("write config");

@@ -107,12 +107,26 @@ impl FakeUpstream {
         Self::spawn(dir.join(format!("upstream-{}.log", cert.name)), Some(cert))
     }
 
+    /// HTTPS with `cert` on `host:port` (the port a real provider listens on, say).
+    pub fn start_tls_at(dir: &Path, cert: &ServerCert, host: &str, port: u16) -> Self {
+        Self::spawn_at(
+            dir.join(format!("upstream-{}.log", cert.name)),
+            Some(cert),
+            host,
+            port,
+        )
+    }
+
     fn spawn(log: PathBuf, tls: Option<&ServerCert>) -> Self {
+        Self::spawn_at(log, tls, "127.0.0.2", 0)
+    }
+
+    fn spawn_at(log: PathBuf, tls: Option<&ServerCert>, host: &str, port: u16) -> Self {
         let peers = llm_peers();
         let mut command = Command::new(python(&peers));
         command
             .arg(peers.join("fake_upstream.py"))
-            .args(["--host", "127.0.0.2", "--port", "0", "--fixtures"])
+            .args(["--host", host, "--port", &port.to_string(), "--fixtures"])
             .arg(peers.join("fixtures"))
             .arg("--log")
             .arg(&log);

@@ -19,7 +19,8 @@ pub(super) const KERNEL_KEYS: &[&str] = &[
 ];
 
 /// Below 1024: while agentshd is down nobody else can listen there (an unprivileged agent
-/// cannot take the port and receive its own session's redirected connections).
+/// cannot take the port and receive its own session's redirected connections). Port 0 (any
+/// free port) is for tests that run several daemons.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:915";
 pub const DEFAULT_LISTEN6: &str = "[::1]:915";
 
@@ -136,9 +137,7 @@ fn loopback_socket(r: &mut Report, node: &Node, path: &str, v6: bool) -> Option<
     let text = reader::nonempty_string(r, node, path)?;
     let example = if v6 { "[::1]:915" } else { "127.0.0.1:915" };
     match text.parse::<SocketAddr>() {
-        Ok(addr) if addr.ip().is_loopback() && addr.is_ipv6() == v6 && addr.port() != 0 => {
-            Some(addr)
-        }
+        Ok(addr) if addr.ip().is_loopback() && addr.is_ipv6() == v6 => Some(addr),
         _ => {
             r.error(
                 node.loc,
