@@ -1,5 +1,5 @@
 //! The kernel programs: load the embedded eBPF object, attach it to the parent cgroup of all
-//! session cgroups, fill its maps, read what it reports.
+//! session cgroups (pinned, so that it outlives the daemon), fill its maps, read what it reports.
 //!
 //! A process whose ancestor cgroup one level below that parent is a registered session (so also a
 //! process in a session's sub-cgroup) cannot connect to a denied destination (EPERM, and an
@@ -11,6 +11,8 @@
 //!
 //! Concurrent use: the proxy takes the original destinations out ([`KernelPrograms::take_originals`])
 //! and a task takes the event ring ([`KernelPrograms::take_events`]); the daemon keeps the rest.
+
+mod pin;
 
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -25,6 +27,8 @@ use agent_common::{
 use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::programs::{CgroupAttachMode, CgroupSockAddr, SockOps};
+
+pub use pin::{Attached, Attachment, PIN_DIR, detach_pinned, pinned_links};
 
 /// The object agent/build.rs compiled from agent-ebpf (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));
@@ -53,6 +57,14 @@ pub enum KernelError {
         name: &'static str,
         source: aya::programs::ProgramError,
     },
+    #[error(
+        "kernel program {name}: attached without a bpf_link, which cannot be pinned (needs Linux \
+         5.7 or later): {source}"
+    )]
+    NoLink {
+        name: &'static str,
+        source: aya::programs::links::LinkError,
+    },
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -75,6 +87,22 @@ pub enum KernelError {
     NoCgroup2,
     #[error("{0} is not below the cgroup2 mount")]
     NotACgroup(PathBuf),
+    #[error("pinning {path}: {source}")]
+    Pin {
+        path: PathBuf,
+        source: aya::pin::PinError,
+    },
+    #[error("{call} on {path}: {source}")]
+    Bpf {
+        call: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mounting bpffs on {path}: {source}")]
+    Mount {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -140,7 +168,9 @@ pub struct Event {
     pub refusal: Refusal,
 }
 
-/// The loaded programs and their maps. Dropping it detaches everything.
+/// The loaded programs and their maps. Dropping it detaches what [`attach`](Self::attach)
+/// attached; links from [`attach_pinned`](Self::attach_pinned) stay until
+/// [`detach_pinned`].
 pub struct KernelPrograms {
     ebpf: Ebpf,
     config: Config,
@@ -191,7 +221,8 @@ impl KernelPrograms {
     }
 
     /// Attaches every program to `parent`, the cgroup directory whose children are the session
-    /// cgroups (they then see every connect() below it), for as long as `self` lives.
+    /// cgroups (they then see every connect() below it), for as long as `self` lives. Tests use
+    /// it; the daemon uses [`attach_pinned`](Self::attach_pinned).
     pub fn attach(&mut self, parent: &Path) -> Result<(), KernelError> {
         let cgroup = self.prepare_attach(parent)?;
         for name in PROGRAMS {

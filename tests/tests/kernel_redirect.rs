@@ -5,16 +5,16 @@
 //! run anything. Needs root (CI runs as root); elsewhere each test says so and does nothing.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentsh::kernel::{
-    self, Event, EventReader, Interception, KernelError, KernelPrograms, Original, Originals,
-    Refusal, SessionFlags,
+    self, Attachment, Event, EventReader, Interception, KernelError, KernelPrograms, Original,
+    Originals, Refusal, SessionFlags,
 };
-use agentsh_tests::kernel::{TestCgroup, can_load_hooks, python_in};
+use agentsh_tests::kernel::{PinGuard, TestCgroup, can_load_hooks, python_in};
 
 /// The loopback addresses the fixture names for interception, as config would.
 const NAMED: [&str; 2] = ["127.0.0.2", "::1"];
@@ -620,6 +620,168 @@ fn the_session_flag_intercepts_all_loopback_for_that_session_only() {
     let (stream, _) = accept(&other);
     assert_eq!(read_all(stream), "plain");
     assert!(nothing_pending(&f.proxy4) && nothing_pending(&other));
+}
+
+#[test]
+fn pinned_links_refuse_while_the_daemon_is_dead_and_survive_a_restart() {
+    if !can_load_hooks("pinned") {
+        return;
+    }
+    let mut cgroups = TestCgroup::new(&format!("agentsh-test-{}-pinned", std::process::id()));
+    let session = cgroups.child("session");
+    let session_id = kernel::cgroup_id(&session).unwrap();
+    let parent = cgroups.path().to_owned();
+    // After the cgroups: the pins go first, also when an assertion fails.
+    let _pins = PinGuard::new(&parent);
+    let (upstream, port) = upstream("127.0.0.2:0");
+    let destination = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port));
+    let pinned = || -> Vec<bool> {
+        kernel::pinned_links(&parent)
+            .unwrap()
+            .into_iter()
+            .map(|(_, pinned)| pinned)
+            .collect()
+    };
+    // What a daemon does at start: load, fill the maps, then attach.
+    let start = |proxy: &TcpListener| {
+        let SocketAddr::V4(p4) = proxy.local_addr().unwrap() else {
+            unreachable!("bound to 127.0.0.1")
+        };
+        let mut programs = KernelPrograms::load().expect("load the kernel programs");
+        programs
+            .set_interception(&Interception {
+                proxy4: Some(p4),
+                proxy6: None,
+            })
+            .unwrap();
+        programs
+            .intercept_loopback(IpAddr::V4(*destination_v4(destination).ip()))
+            .unwrap();
+        programs.add_session(session_id, 1).unwrap();
+        let attached = programs.attach_pinned(&parent).expect("attach pinned");
+        (programs, attached)
+    };
+    assert_eq!(pinned(), [false; 5]);
+
+    let proxy = nonblocking(TcpListener::bind("127.0.0.1:0").unwrap());
+    let (mut first, attached) = start(&proxy);
+    assert!(attached.all(Attachment::New), "{attached}");
+    assert_eq!(pinned(), [true; 5]);
+    let mut originals = first.take_originals().unwrap();
+    run(&session, &connect_and_send("127.0.0.2", port, "first"));
+    let (stream, peer) = accept(&proxy);
+    assert_eq!(
+        originals.take(peer).map(|o| o.destination),
+        Some(destination)
+    );
+    assert_eq!(read_all(stream), "first");
+
+    // The daemon dies: its programs, maps and proxy listener are gone, the pinned hooks stay.
+    drop((first, originals, proxy));
+    assert_eq!(pinned(), [true; 5]);
+    let out = run(&session, &connect_outcome("127.0.0.2", port));
+    assert_eq!(
+        out, "refused\n",
+        "a dead daemon must refuse, never let through"
+    );
+    assert!(nothing_pending(&upstream), "the destination was reached");
+
+    // A new daemon swaps its programs (and with them its maps) into the same links, while a
+    // session process keeps connecting: each attempt is refused (old programs, dead proxy) or
+    // reaches the new proxy, none gets through.
+    let hammer = {
+        let session = session.clone();
+        let script = format!(
+            "import socket, time\n\
+             counts = {{'refused': 0, 'connected': 0, 'other': 0}}\n\
+             for _ in range(400):\n\
+             \x20   s = socket.socket(); s.settimeout(5)\n\
+             \x20   try:\n\
+             \x20       s.connect(('127.0.0.2', {port})); counts['connected'] += 1\n\
+             \x20   except ConnectionRefusedError:\n\
+             \x20       counts['refused'] += 1\n\
+             \x20   except OSError:\n\
+             \x20       counts['other'] += 1\n\
+             \x20   s.close(); time.sleep(0.003)\n\
+             print(counts['refused'], counts['connected'], counts['other'])\n"
+        );
+        std::thread::spawn(move || python_in(&session, &script))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let proxy = nonblocking(TcpListener::bind("127.0.0.1:0").unwrap());
+    let (mut second, attached) = start(&proxy);
+    assert!(attached.all(Attachment::Updated), "{attached}");
+    let mut accepted = 0;
+    while !hammer.is_finished() {
+        accepted += usize::from(accept_within(&proxy, Duration::from_millis(20)).is_some());
+    }
+    while accept_within(&proxy, Duration::from_millis(100)).is_some() {
+        accepted += 1;
+    }
+    let out = hammer.join().unwrap();
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    let counts: Vec<usize> = out
+        .stdout
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [refused, connected, other] = counts[..] else {
+        panic!("counts: {}", out.stdout)
+    };
+    assert!(
+        nothing_pending(&upstream),
+        "a connection got through during the swap"
+    );
+    assert_eq!(
+        (refused + connected, other, accepted),
+        (400, 0, connected),
+        "refused {refused}, connected {connected}, other {other}, accepted {accepted}"
+    );
+    assert!(
+        refused > 0 && connected > 0,
+        "the swap did not happen while connecting: refused {refused}, connected {connected}"
+    );
+    let names: Vec<&str> = attached.links.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        names,
+        ["connect4", "connect6", "sendmsg4", "sendmsg6", "rekey"]
+    );
+    assert!(
+        matches!(
+            second.attach_pinned(&parent),
+            Err(KernelError::AlreadyAttached(_))
+        ),
+        "attached twice"
+    );
+    let mut originals = second.take_originals().unwrap();
+    run(&session, &connect_and_send("127.0.0.2", port, "second"));
+    let (stream, peer) = accept(&proxy);
+    let original = originals
+        .take(peer)
+        .expect("the new maps know the connection");
+    assert_eq!(
+        (original.destination, original.session_cgroup),
+        (destination, session_id)
+    );
+    assert_eq!(read_all(stream), "second");
+    assert!(nothing_pending(&upstream));
+
+    // Uninstall: the hooks go even though this daemon still holds its programs.
+    assert!(kernel::detach_pinned(&parent).unwrap());
+    assert!(!kernel::detach_pinned(&parent).unwrap(), "nothing left");
+    assert_eq!(pinned(), [false; 5]);
+    run(&session, &connect_and_send("127.0.0.2", port, "unhooked"));
+    let (stream, _) = accept(&upstream);
+    assert_eq!(read_all(stream), "unhooked");
+    assert!(nothing_pending(&proxy));
+    drop(second);
+}
+
+fn destination_v4(addr: SocketAddr) -> SocketAddrV4 {
+    match addr {
+        SocketAddr::V4(v4) => v4,
+        SocketAddr::V6(_) => unreachable!("an IPv4 destination"),
+    }
 }
 
 #[test]
