@@ -23,9 +23,13 @@ pub const MAX_ORIGINALS: u32 = 65536;
 /// Size in bytes of the event ring buffer (a power of two, a multiple of the page size).
 pub const EVENTS_BYTES: u32 = 256 * 1024;
 
-/// `Config::flags`: redirect loopback destinations too (127.0.0.0/8, ::1); tests use it for
-/// fake upstreams on 127.0.0.2.
-pub const CONFIG_INTERCEPT_LOOPBACK: u32 = 1;
+/// Upper bound on loopback addresses named for interception (`LOOPBACK4` and `LOOPBACK6` each).
+pub const MAX_LOOPBACK: u32 = 256;
+
+/// `SessionInfo::flags`: redirect every loopback destination (127.0.0.0/8, ::1) of this session,
+/// not only the addresses named in `LOOPBACK4`/`LOOPBACK6`. The daemon's start-up self-test
+/// uses it for its throw-away session, whose fake upstream must not need a config entry.
+pub const SESSION_FLAG_INTERCEPT_LOOPBACK: u32 = 1;
 
 /// Address families as the kernel numbers them.
 pub const AF_INET: u16 = 2;
@@ -40,12 +44,13 @@ pub const ACTION_DENY_QUIC: u32 = 2;
 ///
 /// `session_level` is the cgroup level of session cgroups (their parent's level + 1): a process
 /// belongs to the session whose cgroup is its ancestor at that level. A proxy port of 0 means no
-/// proxy for that family: nothing is redirected, only denials apply.
+/// proxy for that family: nothing is redirected, only denials apply. Loopback destinations are
+/// redirected only when named in `LOOPBACK4`/`LOOPBACK6` or for a session with
+/// [`SESSION_FLAG_INTERCEPT_LOOPBACK`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
     pub session_level: u32,
-    pub flags: u32,
     pub proxy4_addr: u32,
     pub proxy6_addr: [u32; 4],
     pub proxy4_port: u16,
@@ -92,11 +97,12 @@ impl Dest6 {
     }
 }
 
-/// Per-session flags stored in the `SESSIONS` map, keyed by the session's cgroup id.
+/// A session as the `SESSIONS` map holds it, keyed by the session's cgroup id.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionInfo {
     pub session_id: u32,
+    /// `SESSION_FLAG_*` bits.
     pub flags: u32,
 }
 
@@ -157,7 +163,8 @@ mod tests {
     /// The layouts are the contract with the kernel side: no implicit padding anywhere.
     #[test]
     fn layouts_have_no_hidden_padding() {
-        assert_eq!(size_of::<Config>(), 32);
+        assert_eq!(size_of::<Config>(), 28);
+        assert_eq!(size_of::<SessionInfo>(), 8);
         assert_eq!(size_of::<Dest4>(), 8);
         assert_eq!(size_of::<Dest6>(), 20);
         assert_eq!(size_of::<Original>(), 40);

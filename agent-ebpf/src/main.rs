@@ -8,7 +8,10 @@
 //!
 //! - `connect4`/`connect6`: a denied destination fails with EPERM (and an event); any other TCP
 //!   destination is rewritten to the proxy, its original kept by socket cookie. IPv4-mapped IPv6
-//!   destinations are decided as IPv4.
+//!   destinations are decided as IPv4. Loopback destinations (127.0.0.0/8, ::1) are redirected
+//!   only when their address is named in `LOOPBACK4`/`LOOPBACK6` (fake upstreams of tests) or the
+//!   session has `SESSION_FLAG_INTERCEPT_LOOPBACK` (the daemon's self-test); the proxy itself
+//!   never is.
 //! - `rekey` (sock_ops): once the redirected connection is established, its original destination is
 //!   re-keyed by the client's address and port, which is what the proxy sees as its peer.
 //! - `sendmsg4`/`sendmsg6` (and UDP connect): UDP to port 443 is refused, so QUIC clients fall
@@ -18,9 +21,9 @@ use core::ffi::c_void;
 use core::ptr::{addr_of, addr_of_mut};
 
 use agent_common::{
-    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, CONFIG_INTERCEPT_LOOPBACK, Config, Dest4,
-    Dest6, EVENTS_BYTES, Event, MAX_DENY4, MAX_DENY6, MAX_ORIGINALS, MAX_SESSIONS, Original,
-    PeerKey, SOCK_ALLOW, SOCK_DENY, SessionInfo,
+    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, Config, Dest4, Dest6, EVENTS_BYTES, Event,
+    MAX_DENY4, MAX_DENY6, MAX_LOOPBACK, MAX_ORIGINALS, MAX_SESSIONS, Original, PeerKey,
+    SESSION_FLAG_INTERCEPT_LOOPBACK, SOCK_ALLOW, SOCK_DENY, SessionInfo,
 };
 use aya_ebpf::{
     bindings::{BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, bpf_sock_addr},
@@ -36,7 +39,7 @@ const SOCK_STREAM: u32 = 1;
 const SOCK_DGRAM: u32 = 2;
 const QUIC_PORT: u16 = 443;
 
-/// Session level, proxy addresses, flags: one entry, written by user space before sessions exist.
+/// Session level and proxy addresses: one entry, written by user space before sessions exist.
 #[map]
 static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
 
@@ -52,6 +55,14 @@ static DENY4: HashMap<Dest4, u8> = HashMap::with_max_entries(MAX_DENY4, 0);
 #[map]
 static DENY6: HashMap<Dest6, u8> = HashMap::with_max_entries(MAX_DENY6, 0);
 
+/// Loopback IPv4 addresses (network order) that are redirected like any other destination.
+#[map]
+static LOOPBACK4: HashMap<u32, u8> = HashMap::with_max_entries(MAX_LOOPBACK, 0);
+
+/// Loopback IPv6 addresses (network-order words; in practice ::1) redirected likewise.
+#[map]
+static LOOPBACK6: HashMap<[u32; 4], u8> = HashMap::with_max_entries(MAX_LOOPBACK, 0);
+
 /// Redirected connections not yet established: socket cookie -> original destination.
 #[map]
 static ORIG_BY_COOKIE: LruHashMap<u64, Original> = LruHashMap::with_max_entries(MAX_ORIGINALS, 0);
@@ -64,6 +75,13 @@ static ORIG_BY_PEER: LruHashMap<PeerKey, Original> = LruHashMap::with_max_entrie
 /// Refusals, for the daemon's event log.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
+
+/// The session of the current process.
+struct Session {
+    /// Its cgroup id.
+    id: u64,
+    flags: u32,
+}
 
 /// A destination, IPv4-mapped addresses already turned into IPv4 (in `addr[0]`).
 struct Dst {
@@ -116,10 +134,10 @@ fn try_connect(ctx: &SockAddrContext, v6: bool) -> i32 {
     let dst = read_dst(sa, v6);
     // SAFETY: sock_addr points at the kernel's bpf_sock_addr for this call; `type` is readable.
     let sock_type = unsafe { (*sa).type_ };
-    match decide(config, &dst, sock_type) {
+    match decide(config, &session, &dst, sock_type) {
         Decision::Allow => SOCK_ALLOW,
         Decision::Deny(action) => {
-            emit(session, &dst, action);
+            emit(session.id, &dst, action);
             SOCK_DENY
         }
         Decision::Redirect => {
@@ -127,7 +145,7 @@ fn try_connect(ctx: &SockAddrContext, v6: bool) -> i32 {
             let cookie = unsafe { bpf_get_socket_cookie(sa as *mut c_void) };
             let pid_tgid = bpf_get_current_pid_tgid();
             let original = Original {
-                cgroup_id: session,
+                cgroup_id: session.id,
                 addr: dst.addr,
                 port: dst.port,
                 family: dst.family,
@@ -137,7 +155,7 @@ fn try_connect(ctx: &SockAddrContext, v6: bool) -> i32 {
             };
             // Without a record the proxy could not route the connection: refuse it outright.
             if ORIG_BY_COOKIE.insert(&cookie, &original, 0).is_err() {
-                emit(session, &dst, ACTION_DENY);
+                emit(session.id, &dst, ACTION_DENY);
                 return SOCK_DENY;
             }
             write_proxy(sa, config, v6, dst.family);
@@ -161,7 +179,7 @@ fn try_sendmsg(ctx: &SockAddrContext, v6: bool) -> i32 {
     } else {
         return SOCK_ALLOW;
     };
-    emit(session, &dst, action);
+    emit(session.id, &dst, action);
     SOCK_DENY
 }
 
@@ -221,7 +239,7 @@ fn try_sockops(ctx: &SockOpsContext) {
 }
 
 /// The session of the current process: its ancestor at the session level, if registered.
-fn current_session(config: &Config) -> Option<u64> {
+fn current_session(config: &Config) -> Option<Session> {
     // Level 0 is the root cgroup: never a session (and an unset config reads as 0).
     if config.session_level == 0 {
         return None;
@@ -231,8 +249,11 @@ fn current_session(config: &Config) -> Option<u64> {
     if id == 0 {
         return None;
     }
-    // SAFETY: map lookups return a pointer the verifier has checked; we only test presence.
-    unsafe { SESSIONS.get(&id) }.map(|_| id)
+    // SAFETY: map lookups return a pointer the verifier has checked; we only copy a field.
+    unsafe { SESSIONS.get(&id) }.map(|info| Session {
+        id,
+        flags: info.flags,
+    })
 }
 
 fn read_dst(sa: *mut bpf_sock_addr, v6: bool) -> Dst {
@@ -268,7 +289,7 @@ fn read_dst(sa: *mut bpf_sock_addr, v6: bool) -> Dst {
     }
 }
 
-fn decide(config: &Config, dst: &Dst, sock_type: u32) -> Decision {
+fn decide(config: &Config, session: &Session, dst: &Dst, sock_type: u32) -> Decision {
     let (proxy_addr, proxy_port) = if dst.family == AF_INET {
         ([config.proxy4_addr, 0, 0, 0], config.proxy4_port)
     } else {
@@ -288,7 +309,12 @@ fn decide(config: &Config, dst: &Dst, sock_type: u32) -> Decision {
     if sock_type != SOCK_STREAM || proxy_port == 0 {
         return Decision::Allow;
     }
-    if is_loopback(dst) && config.flags & CONFIG_INTERCEPT_LOOPBACK == 0 {
+    // Local services stay reachable unless config names them (fake upstreams) or the session
+    // asks for all of loopback (the self-test).
+    if is_loopback(dst)
+        && session.flags & SESSION_FLAG_INTERCEPT_LOOPBACK == 0
+        && !loopback_named(dst)
+    {
         return Decision::Allow;
     }
     Decision::Redirect
@@ -307,6 +333,15 @@ fn denied(dst: &Dst) -> bool {
             DENY6.get(Dest6::new(dst.addr, dst.port)).is_some()
                 || DENY6.get(Dest6::new(dst.addr, 0)).is_some()
         }
+    }
+}
+
+fn loopback_named(dst: &Dst) -> bool {
+    // SAFETY (both): map lookups return a pointer the verifier has checked; presence only.
+    if dst.family == AF_INET {
+        unsafe { LOOPBACK4.get(&dst.addr[0]).is_some() }
+    } else {
+        unsafe { LOOPBACK6.get(&dst.addr).is_some() }
     }
 }
 

@@ -1,24 +1,34 @@
 //! The kernel programs: load the embedded eBPF object, attach it to the parent cgroup of all
-//! session cgroups, fill its maps, read what it reports.
+//! session cgroups (pinned, so that it outlives the daemon), fill its maps, read what it reports.
 //!
 //! A process whose ancestor cgroup one level below that parent is a registered session (so also a
 //! process in a session's sub-cgroup) cannot connect to a denied destination (EPERM, and an
-//! [`Event`]); its other TCP connections are redirected to the proxy, which asks
-//! [`KernelPrograms::original_destination`] where they were going. UDP to port 443 is refused so
-//! that QUIC clients fall back to TCP. Pinning and the start-up self-test come later.
+//! [`Event`]); its other TCP connections are redirected to the proxy, which asks [`Originals`]
+//! where they were going. Loopback destinations are redirected only when named
+//! ([`KernelPrograms::intercept_loopback`]) or for a session with
+//! [`SessionFlags::intercept_loopback`]. UDP to port 443 is refused so that QUIC clients fall back
+//! to TCP. The start-up self-test comes later.
+//!
+//! Concurrent use: the proxy takes the original destinations out ([`KernelPrograms::take_originals`])
+//! and a task takes the event ring ([`KernelPrograms::take_events`]); the daemon keeps the rest.
+
+mod pin;
 
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use agent_common::{
-    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, CONFIG_INTERCEPT_LOOPBACK, Config, Dest4,
-    Dest6, PeerKey, SessionInfo,
+    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, Config, Dest4, Dest6, PeerKey,
+    SESSION_FLAG_INTERCEPT_LOOPBACK, SessionInfo,
 };
 use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::programs::{CgroupAttachMode, CgroupSockAddr, SockOps};
+
+pub use pin::{Attached, Attachment, PIN_DIR, detach_pinned, pinned_links};
 
 /// The object agent/build.rs compiled from agent-ebpf (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));
@@ -27,6 +37,14 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 const SOCK_ADDR_PROGRAMS: [&str; 4] = ["connect4", "connect6", "sendmsg4", "sendmsg6"];
 /// The sock_ops program that re-keys established redirected connections by client address.
 const SOCK_OPS_PROGRAM: &str = "rekey";
+/// Every program, in attach order.
+const PROGRAMS: [&str; 5] = [
+    "connect4",
+    "connect6",
+    "sendmsg4",
+    "sendmsg6",
+    SOCK_OPS_PROGRAM,
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
@@ -39,6 +57,14 @@ pub enum KernelError {
         name: &'static str,
         source: aya::programs::ProgramError,
     },
+    #[error(
+        "kernel program {name}: attached without a bpf_link, which cannot be pinned (needs Linux \
+         5.7 or later): {source}"
+    )]
+    NoLink {
+        name: &'static str,
+        source: aya::programs::links::LinkError,
+    },
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -46,12 +72,37 @@ pub enum KernelError {
     },
     #[error("map {0} is missing from the object")]
     MissingMap(&'static str),
+    #[error("map {0} was already taken out of these kernel programs")]
+    MapTaken(&'static str),
     #[error("program {0} is missing from the object")]
     MissingProgram(&'static str),
+    #[error("these kernel programs are already attached (to {0})")]
+    AlreadyAttached(PathBuf),
+    #[error(
+        "{0} is not a loopback address (127.0.0.0/8 or ::1); other destinations are always \
+         intercepted"
+    )]
+    NotLoopback(IpAddr),
     #[error("no cgroup2 file system in /proc/self/mountinfo")]
     NoCgroup2,
     #[error("{0} is not below the cgroup2 mount")]
     NotACgroup(PathBuf),
+    #[error("pinning {path}: {source}")]
+    Pin {
+        path: PathBuf,
+        source: aya::pin::PinError,
+    },
+    #[error("{call} on {path}: {source}")]
+    Bpf {
+        call: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mounting bpffs on {path}: {source}")]
+    Mount {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -65,8 +116,24 @@ pub enum KernelError {
 pub struct Interception {
     pub proxy4: Option<SocketAddrV4>,
     pub proxy6: Option<SocketAddrV6>,
-    /// Redirect loopback destinations (127.0.0.0/8, ::1) too; tests use fake upstreams there.
+}
+
+/// Per-session behaviour beyond the defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionFlags {
+    /// Redirect every loopback destination of this session, named or not. For the daemon's
+    /// start-up self-test, whose throw-away session talks to a fake upstream on loopback.
     pub intercept_loopback: bool,
+}
+
+impl SessionFlags {
+    fn bits(self) -> u32 {
+        if self.intercept_loopback {
+            SESSION_FLAG_INTERCEPT_LOOPBACK
+        } else {
+            0
+        }
+    }
 }
 
 /// Where a redirected connection was going, and who opened it.
@@ -101,12 +168,16 @@ pub struct Event {
     pub refusal: Refusal,
 }
 
-/// The loaded programs and their maps. Dropping it detaches everything.
+/// The loaded programs and their maps. Dropping it detaches what [`attach`](Self::attach)
+/// attached; links from [`attach_pinned`](Self::attach_pinned) stay until
+/// [`detach_pinned`].
 pub struct KernelPrograms {
     ebpf: Ebpf,
     config: Config,
-    events: RingBuf<MapData>,
-    originals: HashMap<MapData, PeerKey, agent_common::Original>,
+    /// The parent cgroup, once attached (programs are attached once).
+    attached: Option<PathBuf>,
+    events: Option<RingBuf<MapData>>,
+    originals: Option<HashMap<MapData, PeerKey, agent_common::Original>>,
 }
 
 impl KernelPrograms {
@@ -143,33 +214,21 @@ impl KernelPrograms {
         Ok(Self {
             ebpf,
             config: Config::default(),
-            events,
-            originals,
+            attached: None,
+            events: Some(events),
+            originals: Some(originals),
         })
     }
 
     /// Attaches every program to `parent`, the cgroup directory whose children are the session
-    /// cgroups (they then see every connect() below it), and sets the session level from it.
+    /// cgroups (they then see every connect() below it), for as long as `self` lives. Tests use
+    /// it; the daemon uses [`attach_pinned`](Self::attach_pinned).
     pub fn attach(&mut self, parent: &Path) -> Result<(), KernelError> {
-        let level = cgroup_level(parent)?;
-        let dir = File::open(parent).map_err(|source| KernelError::Io {
-            path: parent.to_owned(),
-            source,
-        })?;
-        self.config.session_level = level + 1;
-        self.write_config()?;
-        // Single: new kernels refuse AllowMultiple through links with EINVAL.
-        for name in SOCK_ADDR_PROGRAMS {
-            sock_addr(&mut self.ebpf, name)?
-                .attach(&dir, CgroupAttachMode::Single)
-                .map_err(|source| KernelError::Program { name, source })?;
+        let cgroup = self.prepare_attach(parent)?;
+        for name in PROGRAMS {
+            self.attach_one(name, &cgroup)?;
         }
-        sock_ops(&mut self.ebpf)?
-            .attach(&dir, CgroupAttachMode::Single)
-            .map_err(|source| KernelError::Program {
-                name: SOCK_OPS_PROGRAM,
-                source,
-            })?;
+        self.attached = Some(parent.to_owned());
         Ok(())
     }
 
@@ -185,20 +244,50 @@ impl KernelPrograms {
         self.config.proxy4_port = proxy4_port;
         self.config.proxy6_addr = proxy6_addr;
         self.config.proxy6_port = proxy6_port;
-        self.config.flags = if interception.intercept_loopback {
-            CONFIG_INTERCEPT_LOOPBACK
-        } else {
-            0
-        };
         self.write_config()
+    }
+
+    /// Redirects session connections to the loopback address `addr` like any other destination
+    /// (by default loopback is left alone, so that local services keep working). Config names
+    /// fake upstreams this way (`kernel.intercept_loopback`). An IPv4-mapped address names the
+    /// IPv4 address; anything but 127.0.0.0/8 and ::1 is refused.
+    pub fn intercept_loopback(&mut self, addr: IpAddr) -> Result<(), KernelError> {
+        match loopback_key(addr)? {
+            LoopbackKey::V4(key) => {
+                self.map::<u32, u8>("LOOPBACK4")?
+                    .insert(key, 1, 0)
+                    .map_err(|source| KernelError::Map {
+                        name: "LOOPBACK4",
+                        source,
+                    })
+            }
+            LoopbackKey::V6(key) => self
+                .map::<[u32; 4], u8>("LOOPBACK6")?
+                .insert(key, 1, 0)
+                .map_err(|source| KernelError::Map {
+                    name: "LOOPBACK6",
+                    source,
+                }),
+        }
     }
 
     /// Registers the cgroup with id `cgroup_id` (a child of the attached parent) as session
     /// `session_id`.
     pub fn add_session(&mut self, cgroup_id: u64, session_id: u32) -> Result<(), KernelError> {
+        self.add_session_flags(cgroup_id, session_id, SessionFlags::default())
+    }
+
+    /// [`add_session`](Self::add_session) with per-session behaviour; registering a session
+    /// again replaces its flags.
+    pub fn add_session_flags(
+        &mut self,
+        cgroup_id: u64,
+        session_id: u32,
+        flags: SessionFlags,
+    ) -> Result<(), KernelError> {
         let info = SessionInfo {
             session_id,
-            flags: 0,
+            flags: flags.bits(),
         };
         self.map::<u64, SessionInfo>("SESSIONS")?
             .insert(cgroup_id, info, 0)
@@ -245,32 +334,53 @@ impl KernelPrograms {
         })
     }
 
-    /// The original destination of the redirected connection whose client is `peer` (the
-    /// proxy's getpeername). The entry is deleted: each connection is looked up once. `None`
-    /// when nothing is known (not redirected, or the record was lost): the proxy refuses those.
-    pub fn original_destination(&mut self, peer: SocketAddr) -> Option<Original> {
-        let key = peer_key(peer);
-        let raw = self.originals.get(&key, 0).ok()?;
-        // A failed delete leaves an entry the LRU will evict; the answer is still right.
-        let _ = self.originals.remove(&key);
-        let ip = ip_from(raw.family, raw.addr)?;
-        Some(Original {
-            destination: SocketAddr::new(ip, raw.port),
-            session_cgroup: raw.cgroup_id,
-            pid: raw.pid,
-            tid: raw.tid,
-        })
+    /// Hands the original destinations of redirected connections to their reader (the proxy).
+    /// Once only: a second call fails with [`KernelError::MapTaken`].
+    pub fn take_originals(&mut self) -> Result<Originals, KernelError> {
+        self.originals
+            .take()
+            .map(|map| Originals { map })
+            .ok_or(KernelError::MapTaken("ORIG_BY_PEER"))
     }
 
-    /// Everything the kernel has reported since the last call, oldest first.
-    pub fn drain_events(&mut self) -> Vec<Event> {
-        let mut events = Vec::new();
-        while let Some(item) = self.events.next() {
-            if let Some(event) = parse_event(&item) {
-                events.push(event);
-            }
+    /// Hands the event ring buffer to its reader (a task of the daemon). Once only.
+    pub fn take_events(&mut self) -> Result<EventReader, KernelError> {
+        self.events
+            .take()
+            .map(|ring| EventReader { ring })
+            .ok_or(KernelError::MapTaken("EVENTS"))
+    }
+
+    /// Checks that nothing is attached yet, sets the session level from `parent` and opens it.
+    fn prepare_attach(&mut self, parent: &Path) -> Result<File, KernelError> {
+        if let Some(attached) = &self.attached {
+            return Err(KernelError::AlreadyAttached(attached.clone()));
         }
-        events
+        let level = cgroup_level(parent)?;
+        let dir = File::open(parent).map_err(|source| KernelError::Io {
+            path: parent.to_owned(),
+            source,
+        })?;
+        self.config.session_level = level + 1;
+        self.write_config()?;
+        Ok(dir)
+    }
+
+    /// Attaches one program to `cgroup` as a bpf_link owned by the program (detached on drop).
+    /// Single: links always coexist with other links, and new kernels refuse AllowMultiple
+    /// through links with EINVAL.
+    fn attach_one(&mut self, name: &'static str, cgroup: &File) -> Result<(), KernelError> {
+        let program = |source| KernelError::Program { name, source };
+        if name == SOCK_OPS_PROGRAM {
+            sock_ops(&mut self.ebpf)?
+                .attach(cgroup, CgroupAttachMode::Single)
+                .map_err(program)?;
+        } else {
+            sock_addr(&mut self.ebpf, name)?
+                .attach(cgroup, CgroupAttachMode::Single)
+                .map_err(program)?;
+        }
+        Ok(())
     }
 
     fn write_config(&mut self) -> Result<(), KernelError> {
@@ -301,6 +411,83 @@ impl KernelPrograms {
             .ok_or(KernelError::MissingMap(name))?;
         HashMap::try_from(map).map_err(|source| KernelError::Map { name, source })
     }
+}
+
+/// The original destinations of redirected connections, for the proxy. It keeps the map alive
+/// on its own: it may outlive the [`KernelPrograms`] it came from.
+pub struct Originals {
+    map: HashMap<MapData, PeerKey, agent_common::Original>,
+}
+
+impl Originals {
+    /// The original destination of the redirected connection whose client is `peer` (the
+    /// proxy's getpeername). The entry is deleted: each connection is looked up once. `None`
+    /// when nothing is known (not redirected, or the record was lost): the proxy refuses those.
+    pub fn take(&mut self, peer: SocketAddr) -> Option<Original> {
+        let key = peer_key(peer);
+        let raw = self.map.get(&key, 0).ok()?;
+        // A failed delete leaves an entry the LRU will evict; the answer is still right.
+        let _ = self.map.remove(&key);
+        let ip = ip_from(raw.family, raw.addr)?;
+        Some(Original {
+            destination: SocketAddr::new(ip, raw.port),
+            session_cgroup: raw.cgroup_id,
+            pid: raw.pid,
+            tid: raw.tid,
+        })
+    }
+}
+
+/// The kernel's refusals as they arrive. Its descriptor is readable (epoll) while events wait,
+/// so a tokio task can register it with `AsyncFd` (`Interest::READABLE`) and
+/// [`drain`](Self::drain) on readiness, then clear the readiness. Drain until empty each time:
+/// the kernel only wakes a reader that has caught up. The reader owns its descriptor and always
+/// reports the same one, which is what `AsyncFd::register` asks of its caller.
+pub struct EventReader {
+    ring: RingBuf<MapData>,
+}
+
+impl EventReader {
+    /// Everything the kernel has reported since the last call, oldest first.
+    pub fn drain(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        while let Some(item) = self.ring.next() {
+            if let Some(event) = parse_event(&item) {
+                events.push(event);
+            }
+        }
+        events
+    }
+}
+
+impl AsFd for EventReader {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.ring.as_fd()
+    }
+}
+
+impl AsRawFd for EventReader {
+    fn as_raw_fd(&self) -> RawFd {
+        self.ring.as_fd().as_raw_fd()
+    }
+}
+
+/// A loopback address as the `LOOPBACK4`/`LOOPBACK6` maps key it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LoopbackKey {
+    V4(u32),
+    V6([u32; 4]),
+}
+
+fn loopback_key(addr: IpAddr) -> Result<LoopbackKey, KernelError> {
+    let addr = canonical(addr);
+    if !addr.is_loopback() {
+        return Err(KernelError::NotLoopback(addr));
+    }
+    Ok(match addr {
+        IpAddr::V4(v4) => LoopbackKey::V4(u32::from(v4).to_be()),
+        IpAddr::V6(v6) => LoopbackKey::V6(words_be(&v6)),
+    })
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {
@@ -402,12 +589,7 @@ fn parse_event(bytes: &[u8]) -> Option<Event> {
 /// the mount's own root plus the depth below the mount point. Inside a cgroup namespace the
 /// kernel's levels are not visible; sessions then stay unmatched (the self-test will say so).
 pub fn cgroup_level(dir: &Path) -> Result<u32, KernelError> {
-    let path = Path::new("/proc/self/mountinfo");
-    let text = std::fs::read_to_string(path).map_err(|source| KernelError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let (root, mount) = parse_cgroup2(&text).ok_or(KernelError::NoCgroup2)?;
+    let (root, mount) = parse_cgroup2(&read_mountinfo()?).ok_or(KernelError::NoCgroup2)?;
     let dir = dir.canonicalize().map_err(|source| KernelError::Io {
         path: dir.to_owned(),
         source,
@@ -426,12 +608,15 @@ pub fn cgroup_level(dir: &Path) -> Result<u32, KernelError> {
 /// Where cgroup2 is mounted: `/sys/fs/cgroup` on unified hosts, `/sys/fs/cgroup/unified` on
 /// hybrid ones; read from mountinfo, never assumed.
 pub fn cgroup2_mount() -> Result<PathBuf, KernelError> {
+    parse_cgroup2_mount(&read_mountinfo()?).ok_or(KernelError::NoCgroup2)
+}
+
+fn read_mountinfo() -> Result<String, KernelError> {
     let path = Path::new("/proc/self/mountinfo");
-    let text = std::fs::read_to_string(path).map_err(|source| KernelError::Io {
+    std::fs::read_to_string(path).map_err(|source| KernelError::Io {
         path: path.to_owned(),
         source,
-    })?;
-    parse_cgroup2_mount(&text).ok_or(KernelError::NoCgroup2)
+    })
 }
 
 fn parse_cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
@@ -440,17 +625,30 @@ fn parse_cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
 
 /// The first cgroup2 mount: (root of the hierarchy it shows, mount point).
 fn parse_cgroup2(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
-    mountinfo.lines().find_map(|line| {
+    mounts(mountinfo)
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| (m.root, m.mount_point))
+}
+
+/// One line of /proc/self/mountinfo, the fields we use.
+struct Mount<'a> {
+    root: PathBuf,
+    mount_point: PathBuf,
+    fstype: &'a str,
+}
+
+/// The mounts of mountinfo, in its order; malformed lines are skipped.
+fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
+    mountinfo.lines().filter_map(|line| {
         let (before, after) = line.split_once(" - ")?;
         let fstype = after.split_whitespace().next()?;
         let mut fields = before.split_whitespace();
         let root = fields.nth(3)?;
         let mount_point = fields.next()?;
-        (fstype == "cgroup2").then(|| {
-            (
-                PathBuf::from(unescape_mountinfo(root)),
-                PathBuf::from(unescape_mountinfo(mount_point)),
-            )
+        Some(Mount {
+            root: PathBuf::from(unescape_mountinfo(root)),
+            mount_point: PathBuf::from(unescape_mountinfo(mount_point)),
+            fstype,
         })
     })
 }
@@ -552,6 +750,34 @@ mod tests {
         );
         let v6: IpAddr = "::1".parse().unwrap();
         assert_eq!(canonical(v6), v6);
+    }
+
+    #[test]
+    fn only_loopback_addresses_can_be_named_and_mapped_ones_are_ipv4() {
+        let key = |s: &str| loopback_key(s.parse().unwrap());
+        assert_eq!(
+            key("127.0.0.2").unwrap(),
+            LoopbackKey::V4(u32::from_ne_bytes([127, 0, 0, 2]))
+        );
+        assert_eq!(key("::ffff:127.0.0.2").unwrap(), key("127.0.0.2").unwrap());
+        assert_eq!(
+            key("::1").unwrap(),
+            LoopbackKey::V6(words_be(&Ipv6Addr::LOCALHOST))
+        );
+        for other in ["10.0.0.1", "::2", "::ffff:10.0.0.1", "0.0.0.0"] {
+            let err = key(other).unwrap_err();
+            assert!(matches!(err, KernelError::NotLoopback(_)), "{other}: {err}");
+            assert!(err.to_string().contains("not a loopback address"), "{err}");
+        }
+    }
+
+    #[test]
+    fn session_flags_are_the_kernel_bits() {
+        assert_eq!(SessionFlags::default().bits(), 0);
+        let all = SessionFlags {
+            intercept_loopback: true,
+        };
+        assert_eq!(all.bits(), SESSION_FLAG_INTERCEPT_LOOPBACK);
     }
 
     #[test]

@@ -56,6 +56,29 @@ impl Drop for TestCgroup {
     }
 }
 
+/// Detaches and unpins the links pinned for a parent cgroup when dropped, so that a failed test
+/// leaves no hooks on the host. Create it after the [`TestCgroup`] so that it goes first (the
+/// pins are found by the parent's cgroup id).
+pub struct PinGuard {
+    parent: PathBuf,
+}
+
+impl PinGuard {
+    pub fn new(parent: &Path) -> Self {
+        Self {
+            parent: parent.to_owned(),
+        }
+    }
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        if let Err(e) = agentsh::kernel::detach_pinned(&self.parent) {
+            eprintln!("removing the pins of {}: {e}", self.parent.display());
+        }
+    }
+}
+
 /// Runs `python3 -c script` inside `cgroup` (moved there between fork and exec), bounded.
 pub fn python_in(cgroup: &Path, script: &str) -> Output {
     let mut cmd = Command::new("python3");
