@@ -300,19 +300,8 @@ impl KernelPrograms {
     /// Forgets a session (its cgroup is gone or the session ended). Forgetting one that was
     /// never registered is not an error.
     pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
-        match self.map::<u64, SessionInfo>("SESSIONS")?.remove(&cgroup_id) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            // aya reports a missing key on delete as the syscall's ENOENT.
-            Err(aya::maps::MapError::SyscallError(e))
-                if e.io_error.raw_os_error() == Some(nix::libc::ENOENT) =>
-            {
-                Ok(())
-            }
-            Err(source) => Err(KernelError::Map {
-                name: "SESSIONS",
-                source,
-            }),
-        }
+        let removed = self.map::<u64, SessionInfo>("SESSIONS")?.remove(&cgroup_id);
+        missing_is_removed(removed, "SESSIONS")
     }
 
     /// Session processes may not reach `addr:port` (`port` 0: any port). An IPv4-mapped IPv6
@@ -332,6 +321,21 @@ impl KernelPrograms {
             name: "DENY4/DENY6",
             source,
         })
+    }
+
+    /// Lifts a denial made by [`Self::deny`]. Lifting one that was never made is not an error.
+    pub fn undeny(&mut self, addr: IpAddr, port: u16) -> Result<(), KernelError> {
+        let removed = match canonical(addr) {
+            IpAddr::V4(v4) => {
+                let key = Dest4::new(u32::from(v4).to_be(), port);
+                self.map::<Dest4, u8>("DENY4")?.remove(&key)
+            }
+            IpAddr::V6(v6) => {
+                let key = Dest6::new(words_be(&v6), port);
+                self.map::<Dest6, u8>("DENY6")?.remove(&key)
+            }
+        };
+        missing_is_removed(removed, "DENY4/DENY6")
     }
 
     /// Hands the original destinations of redirected connections to their reader (the proxy).
@@ -488,6 +492,23 @@ fn loopback_key(addr: IpAddr) -> Result<LoopbackKey, KernelError> {
         IpAddr::V4(v4) => LoopbackKey::V4(u32::from(v4).to_be()),
         IpAddr::V6(v6) => LoopbackKey::V6(words_be(&v6)),
     })
+}
+
+/// A delete of a key that is not there did what was asked.
+fn missing_is_removed(
+    removed: Result<(), aya::maps::MapError>,
+    name: &'static str,
+) -> Result<(), KernelError> {
+    match removed {
+        Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+        // aya reports a missing key on delete as the syscall's ENOENT.
+        Err(aya::maps::MapError::SyscallError(e))
+            if e.io_error.raw_os_error() == Some(nix::libc::ENOENT) =>
+        {
+            Ok(())
+        }
+        Err(source) => Err(KernelError::Map { name, source }),
+    }
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {

@@ -148,6 +148,8 @@ impl Drop for Daemon {
         // The parent is the test's to remove (best effort: a session still running keeps it).
         if let Ok(mount) = agentsh::kernel::cgroup2_mount() {
             let parent = mount.join(self.cgroup_parent.trim_start_matches('/'));
+            // The daemon's pinned hooks outlive it by design; the test's parent goes, so do they.
+            let _ = agentsh::kernel::detach_pinned(&parent);
             // A session that ended as the daemon stopped leaves its (empty) cgroup behind.
             for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {

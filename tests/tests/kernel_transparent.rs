@@ -16,6 +16,7 @@ const POLICY: &str = r#"
 sandbox:
   mcp:
     rules:
+      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
       - {id: no-memory, match: {server: memory, tool_name: "*"}, decision: block, reason: "no memory in this session"}
 "#;
 
@@ -95,8 +96,8 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
 
     // The trail has the intercepted calls under the session, from the transparent path.
     let session = daemon.session_id("transparent");
-    let events = daemon.json_lines(&["events", "--session", &session, "--json"]);
-    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let events = daemon.json_lines(&["mcp", "events", "--session", &session, "--json"]);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
     assert_eq!(
         kinds.iter().filter(|k| **k == "llm_request").count(),
         2,
@@ -105,7 +106,7 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
     assert!(
         events
             .iter()
-            .any(|e: &Value| e["type"] == "mcp_tool_call_intercepted" && e["action"] == "block"),
+            .any(|e: &Value| e["event"] == "mcp_tool_call_intercepted" && e["action"] == "block"),
         "{events:#?}"
     );
 }

@@ -42,8 +42,6 @@ macro_rules! say {
 
 /// Exit status for a configuration that does not load (EX_CONFIG).
 const EXIT_CONFIG: u8 = 78;
-/// How often the kernel's refusals are read.
-const KERNEL_EVENTS_EVERY: Duration = Duration::from_millis(200);
 /// How often ended sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_millis(250);
 
@@ -65,10 +63,22 @@ struct Args {
     /// Listen here instead of the config's `socket`.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// The start-up self-test's canary (agentshd runs itself so in a throw-away cgroup).
+    #[arg(long = "self-test-client", hide = true, num_args = 2, value_names = ["REDIRECTED", "DENIED"])]
+    self_test_client: Option<Vec<String>>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some([redirected, denied]) = args.self_test_client.as_deref() {
+        return match agentsh::net::self_test::client(redirected, denied) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("{why}");
+                ExitCode::from(1)
+            }
+        };
+    }
     // Before any thread exists, so every thread inherits the mask and only main takes these.
     let mut signals = SigSet::empty();
     for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
@@ -184,7 +194,8 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             let trust = Trust::new(&socket_dir.join("trust"))
                 .context("preparing the sessions' CA bundles")?;
             let _ = daemon.trust.set(Arc::new(trust));
-            let enforcement = Arc::new(Enforcement::new(programs));
+            let enforcement =
+                Arc::new(Enforcement::new(programs).context("taking the kernel's maps")?);
             let _ = daemon.enforcement.set(Arc::clone(&enforcement));
             Some(enforcement)
         }
@@ -261,16 +272,15 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         Tracking::Cgroup { parent, .. } => format!("cgroup {parent}"),
         Tracking::Process => "process ancestry".to_owned(),
     };
-    if let Some(enforcement) = &enforcement {
-        let enforcement = Arc::clone(enforcement);
+    if let Some((enforcement, reader)) = enforcement
+        .as_ref()
+        .and_then(|e| e.take_events().map(|reader| (Arc::clone(e), reader)))
+    {
         let engine = Arc::clone(&engine);
         std::thread::Builder::new()
             .name("kernel-events".into())
             .spawn(move || {
-                loop {
-                    std::thread::sleep(KERNEL_EVENTS_EVERY);
-                    enforcement.record_refusals(&engine);
-                }
+                agentsh::daemon::enforcement::record_refusals_forever(&enforcement, &engine, reader)
             })
             .context("starting the kernel event reader")?;
     }

@@ -10,13 +10,15 @@ use serde_json::json;
 
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Engine;
-use crate::kernel::{self, KernelError, KernelPrograms, Original, Refusal};
+use crate::kernel::{self, EventReader, KernelError, KernelPrograms, Original, Refusal};
 use crate::net::front::OriginalDestinations;
 
 /// The kernel side of enforcement, shared by the control socket's handlers (sessions come
 /// and go) and the transparent proxy (original destinations).
 pub struct Enforcement {
     programs: Mutex<KernelPrograms>,
+    originals: Mutex<kernel::Originals>,
+    events: Mutex<Option<EventReader>>,
     /// Session id -> the cgroup id the kernel knows it by (kept: the cgroup is gone by the
     /// time its session is ended).
     sessions: Mutex<HashMap<String, u64>>,
@@ -24,12 +26,21 @@ pub struct Enforcement {
 }
 
 impl Enforcement {
-    pub fn new(programs: KernelPrograms) -> Self {
-        Self {
+    pub fn new(mut programs: KernelPrograms) -> Result<Self, KernelError> {
+        let originals = programs.take_originals()?;
+        let events = programs.take_events()?;
+        Ok(Self {
             programs: Mutex::new(programs),
+            originals: Mutex::new(originals),
+            events: Mutex::new(Some(events)),
             sessions: Mutex::default(),
             next_session_number: Mutex::new(1),
-        }
+        })
+    }
+
+    /// The kernel's ring buffer of refusals, for the one thread that reads it.
+    pub fn take_events(&self) -> Option<EventReader> {
+        lock(&self.events).take()
     }
 
     /// Runs `f` on the programs (setting up at start).
@@ -70,9 +81,8 @@ impl Enforcement {
             .map(|(session, _)| session.clone())
     }
 
-    /// Records what the kernel refused since the last call, as events of the sessions.
-    pub fn record_refusals(&self, engine: &Engine) {
-        let refusals = lock(&self.programs).drain_events();
+    /// Records what the kernel refused, as events of the sessions.
+    pub fn record_refusals(&self, engine: &Engine, refusals: Vec<kernel::Event>) {
         for refusal in refusals {
             let session = self.session_of_cgroup(refusal.session_cgroup);
             let (rule, reason) = match refusal.refusal {
@@ -121,12 +131,39 @@ impl Enforcement {
     }
 }
 
+/// Reads the kernel's refusals as they come and records them; runs for the daemon's life.
+pub fn record_refusals_forever(
+    enforcement: &Enforcement,
+    engine: &Engine,
+    mut reader: EventReader,
+) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+    loop {
+        let ready = {
+            let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::from(1000u16))
+        };
+        match ready {
+            Ok(0) => continue,
+            Ok(_) => enforcement.record_refusals(engine, reader.drain()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(err) => {
+                eprintln!(
+                    "agentshd: kernel events: {err}; the kernel's refusals are no longer recorded"
+                );
+                return;
+            }
+        }
+    }
+}
+
 /// The transparent proxy's view: original destinations by client address.
 pub struct Originals(pub Arc<Enforcement>);
 
 impl OriginalDestinations for Originals {
     fn take(&mut self, client: SocketAddr) -> Option<Original> {
-        lock(&self.0.programs).original_destination(client)
+        lock(&self.0.originals).take(client)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod front;
 pub mod mcp_exchange;
 pub mod mcp_http;
 pub mod origin;
+pub mod self_test;
 pub mod targets;
 pub mod tls;
 pub mod transparent;

@@ -12,7 +12,7 @@ use super::tls::UpstreamTls;
 use crate::config::DaemonConfig;
 use crate::daemon::Daemon;
 use crate::daemon::enforcement::{Enforcement, Originals};
-use crate::kernel::{Interception, KernelError};
+use crate::kernel::{Attached, Interception, KernelError};
 use crate::proxy::{Provider, Running};
 use crate::session::Tracking;
 
@@ -30,6 +30,8 @@ pub enum StartError {
     Tls(#[from] rustls::Error),
     #[error("kernel: {0}")]
     Kernel(#[from] KernelError),
+    #[error("the kernel hooks do not work: {0}")]
+    SelfTest(#[from] super::self_test::SelfTestError),
     #[error("sessions are not cgroups here; the kernel hooks need them")]
     NoCgroups,
 }
@@ -97,7 +99,6 @@ pub fn start(
     let mut interception = Interception {
         proxy4: None,
         proxy6: None,
-        intercept_loopback: !kernel.intercept_loopback.is_empty(),
     };
     for listener in [Some(listener4), listener6].into_iter().flatten() {
         let (listener, local) = listener;
@@ -114,13 +115,19 @@ pub fn start(
         });
     }
     let denied = denied_destinations(config, daemon, &front);
-    enforcement.with(|programs| -> Result<(), KernelError> {
+    // The maps first: the moment the programs are swapped in, they read only these.
+    let attached = enforcement.with(|programs| -> Result<Attached, KernelError> {
         programs.set_interception(&interception)?;
+        for addr in &kernel.intercept_loopback {
+            programs.intercept_loopback(*addr)?;
+        }
         for (addr, port) in &denied {
             programs.deny(*addr, *port)?;
         }
-        programs.attach(&parent_dir)
+        programs.attach_pinned(&parent_dir)
     })?;
+    notes.push(format!("kernel programs: {attached}"));
+    super::self_test::run(&front, enforcement, &parent_dir, &interception)?;
     Ok(Transparent { front, notes })
 }
 
