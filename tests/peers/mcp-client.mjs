@@ -1,6 +1,7 @@
 // A real MCP client (the official TypeScript SDK) driven by a JSON script, for agentsh's tests.
 //
 //   node mcp-client.mjs '<steps json>' -- CMD ARGS...
+//   node mcp-client.mjs '<steps json>' --url URL     (Streamable HTTP instead of stdio)
 //
 // Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}},
 //         {"op":"wait","path":"/tmp/go"} (until that file exists, at most 60 s),
@@ -10,22 +11,29 @@
 // Exits 0 when every step ran (a refused call is a result, not a failure), 1 on a broken session.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const sep = process.argv.indexOf("--");
-if (sep < 0 || sep + 1 >= process.argv.length) {
-  console.error("usage: mcp-client.mjs STEPS_JSON -- CMD ARGS...");
+const urlFlag = process.argv.indexOf("--url");
+if ((sep < 0 || sep + 1 >= process.argv.length) && (urlFlag < 0 || urlFlag + 1 >= process.argv.length)) {
+  console.error("usage: mcp-client.mjs STEPS_JSON -- CMD ARGS... | mcp-client.mjs STEPS_JSON --url URL");
   process.exit(2);
 }
 const steps = JSON.parse(process.argv[2]);
-const [command, ...args] = process.argv.slice(sep + 1);
 
-const transport = new StdioClientTransport({
-  command,
-  args,
-  env: { ...getDefaultEnvironment(), ...process.env },
-  stderr: "inherit",
-});
+let transport;
+if (urlFlag >= 0) {
+  transport = new StreamableHTTPClientTransport(new URL(process.argv[urlFlag + 1]));
+} else {
+  const [command, ...args] = process.argv.slice(sep + 1);
+  transport = new StdioClientTransport({
+    command,
+    args,
+    env: { ...getDefaultEnvironment(), ...process.env },
+    stderr: "inherit",
+  });
+}
 const client = new Client({ name: "agentsh-test-client", version: "1.0.0" }, { capabilities: {} });
 
 // tools/list_changed notifications received, and how many a wait_list_changed step consumed.

@@ -75,6 +75,12 @@ impl Daemon {
             .map(str::to_owned);
     }
 
+    /// Kills agentshd (SIGKILL) and leaves it dead: what it left in the kernel stays.
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("kill agentshd");
+        self.child.wait().expect("reap agentshd");
+    }
+
     pub fn restart_after_kill9(&mut self) {
         self.child.kill().expect("kill agentshd");
         self.child.wait().expect("reap agentshd");

@@ -110,3 +110,202 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
         "{events:#?}"
     );
 }
+
+/// `python3 -c` that connects to `addr` (after `go` exists, when given) and prints `ok`, or
+/// the errno's name.
+fn connect_script(addr: &str, go: Option<&Path>) -> String {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let wait = go.map_or_else(String::new, |go| {
+        format!(
+            "import os,time\nwhile not os.path.exists('{}'): time.sleep(0.02)\n",
+            go.display()
+        )
+    });
+    format!(
+        "python3 -c \"{wait}import socket,errno\ns=socket.socket()\ns.settimeout(10)\ntry:\n  s.connect(('{host}',{port})); print('ok')\nexcept OSError as e: print(errno.errorcode.get(e.errno, e))\n\""
+    )
+}
+
+#[test]
+fn a_denied_mcp_server_s_address_fails_with_eperm_and_is_recorded() {
+    if !can_load_hooks("transparent_denied_server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let policy = r#"
+sandbox:
+  mcp:
+    servers:
+      - {id: evil, type: http, url: "http://127.0.0.9:8999/mcp"}
+    denied_servers: [evil]
+"#;
+    let daemon = Daemon::start_with(
+        dir.path(),
+        policy,
+        "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n",
+    );
+    let out = daemon.run_session("denied", &connect_script("127.0.0.9:8999", None));
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "EPERM", "{}", out.stderr);
+    let session = daemon.session_id("denied");
+    let wanted = |events: &[Value]| {
+        events.iter().any(|e| {
+            e["event"] == "mcp_network_connection"
+                && e["action"] == "block"
+                && e["rule"] == "kernel_deny"
+                && e["details"]["address"] == "127.0.0.9:8999"
+        })
+    };
+    // The kernel's refusals are read as they come, a moment after the connect.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let events = daemon.json_lines(&[
+            "mcp",
+            "events",
+            "--session",
+            &session,
+            "--type",
+            "mcp_network_connection",
+            "--json",
+        ]);
+        if wanted(&events) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{events:#?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Outside the session the same address is not the kernel's business.
+    let outside = std::net::TcpStream::connect("127.0.0.9:8999");
+    assert!(
+        outside
+            .as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
+        "{outside:?}"
+    );
+}
+
+#[test]
+fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
+    if !can_load_hooks("transparent_daemon_killed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let destination = std::net::TcpListener::bind("127.0.0.10:0").unwrap();
+    destination.set_nonblocking(true).unwrap();
+    let addr = destination.local_addr().unwrap().to_string();
+    let mut daemon = Daemon::start_with(
+        dir.path(),
+        "sandbox: {mcp: {}}\n",
+        "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.10]\n  other_traffic: splice\n",
+    );
+    // Alive, the daemon splices the session's connection to where it was going.
+    let out = daemon.run_session("alive", &connect_script(&addr, None));
+    assert_eq!(out.stdout.trim(), "ok", "{}", out.stderr);
+    assert!(
+        destination.accept().is_ok(),
+        "the spliced connection arrived"
+    );
+
+    let go = dir.path().join("go");
+    let mut session = daemon.session_command(&[], "orphaned", &connect_script(&addr, Some(&go)));
+    session
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let session = session.spawn().unwrap();
+    // The session exists once its agent runs; then the daemon goes.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    daemon.kill9();
+    std::fs::write(&go, "").unwrap();
+    let out = session.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.trim(),
+        "ECONNREFUSED",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        destination.accept().is_err(),
+        "the connection reached its destination around the dead daemon"
+    );
+}
+
+#[test]
+fn mcp_over_streamable_http_goes_through_the_same_engine() {
+    if !can_load_hooks("transparent_mcp_http") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.8:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let mut server = std::process::Command::new("node")
+        .arg(agentsh_tests::npm_server(
+            "@modelcontextprotocol/server-everything",
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .current_dir(agentsh_tests::peers())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start server-everything");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.8", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server-everything did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let url = format!("http://127.0.0.8:{port}/mcp");
+    let policy = format!(
+        r#"
+sandbox:
+  mcp:
+    servers:
+      - {{id: everything, type: http, url: "{url}"}}
+    rules:
+      - {{id: no-echo, match: {{server: everything, tool_name: echo}}, decision: block, reason: "no echo here"}}
+"#
+    );
+    let daemon = Daemon::start_with(
+        dir.path(),
+        &policy,
+        "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.8]\n",
+    );
+    let steps_json = r#"[{"op":"list"},{"op":"call","name":"echo","arguments":{"message":"hi"}},{"op":"call","name":"get-sum","arguments":{"a":2,"b":3}}]"#;
+    let out = daemon.run_session(
+        "mcp-http",
+        &format!("node mcp-client.mjs '{steps_json}' --url {url}"),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let answers = steps(&out.stdout);
+    assert_eq!(answers.len(), 3, "{}", out.stdout);
+    assert_eq!(answers[0]["ok"], true, "{}", answers[0]);
+    assert!(
+        answers[1]["ok"] == false
+            && answers[1]["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no echo here")),
+        "{}",
+        answers[1]
+    );
+    assert_eq!(answers[2]["ok"], true, "{}", answers[2]);
+    let session = daemon.session_id("mcp-http");
+    let events = daemon.json_lines(&["mcp", "events", "--session", &session, "--json"]);
+    let has = |event: &str, action: &str| {
+        events
+            .iter()
+            .any(|e| e["event"] == event && e["action"] == action && e["server"] == "everything")
+    };
+    assert!(has("mcp_network_connection", "allow"), "{events:#?}");
+    assert!(
+        has("mcp_tool_seen", "allow") || has("mcp_tool_seen", "audit"),
+        "{events:#?}"
+    );
+    assert!(has("mcp_tool_called", "block"), "{events:#?}");
+}

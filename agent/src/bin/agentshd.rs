@@ -212,14 +212,12 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             let started = agentsh::net::transparent::start(config, &daemon, &proxy, enforcement)
                 .context("starting kernel enforcement")?;
             limitations.extend(started.notes);
+            let listening: Vec<String> =
+                started.listening.iter().map(ToString::to_string).collect();
             format!(
-                "kernel enforcement on (connect4/6, sendmsg4/6, sock_ops); transparent proxy on {}{}",
-                config.kernel.listen,
-                config
-                    .kernel
-                    .listen6
-                    .map(|a| format!(" and {a}"))
-                    .unwrap_or_default()
+                "kernel enforcement on (self-test passed; {}); transparent proxy on {}",
+                started.attached,
+                listening.join(" and ")
             )
         }
     };

@@ -355,7 +355,8 @@ impl Front {
                         return;
                     }
                 };
-                let origin = Origin::tls(destination, self.upstream_tls.clone(), name);
+                let origin = Origin::tls(destination, self.upstream_tls.clone(), name)
+                    .pinned(target.spki_sha256.clone());
                 conversations.serve(client, origin, destination).await;
             }
             None => {

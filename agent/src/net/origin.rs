@@ -35,6 +35,14 @@ pub enum OriginError {
         addr: SocketAddr,
         source: hyper::Error,
     },
+    #[error(
+        "the server at {addr} presented a key (SPKI sha256 {found}) other than its tls_fingerprint {expected}"
+    )]
+    Fingerprint {
+        addr: SocketAddr,
+        expected: String,
+        found: String,
+    },
     #[error("cannot build the request for {addr}: {source}")]
     Request {
         addr: SocketAddr,
@@ -49,6 +57,8 @@ pub struct Origin {
     tls: Option<(UpstreamTls, LeafName)>,
     /// What requests name as their authority (`Host`, `:authority`).
     authority: String,
+    /// The SHA-256 of the key the origin's certificate must carry (lowercase hex).
+    spki_sha256: Option<String>,
     sender: Mutex<Option<Sender>>,
 }
 
@@ -80,6 +90,7 @@ impl Origin {
             address,
             tls: Some((tls, name)),
             authority,
+            spki_sha256: None,
             sender: Mutex::new(None),
         }
     }
@@ -90,8 +101,16 @@ impl Origin {
             address,
             tls: None,
             authority: authority_of(&address.ip().to_string(), address.port(), 80),
+            spki_sha256: None,
             sender: Mutex::new(None),
         }
+    }
+
+    /// Only a certificate carrying the key with this SHA-256 (SPKI, lowercase hex) will do,
+    /// besides verifying (a declared server's `tls_fingerprint`).
+    pub fn pinned(mut self, spki_sha256: Option<String>) -> Self {
+        self.spki_sha256 = spki_sha256;
+        self
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -173,6 +192,16 @@ impl Origin {
         match &self.tls {
             Some((tls, name)) => {
                 let stream = tls.connect(address, name).await?;
+                if let Some(expected) = &self.spki_sha256 {
+                    let found = spki_sha256(stream.get_ref().1.peer_certificates());
+                    if found.as_deref() != Some(expected.as_str()) {
+                        return Err(OriginError::Fingerprint {
+                            addr: address,
+                            expected: expected.clone(),
+                            found: found.unwrap_or_else(|| "none".to_owned()),
+                        });
+                    }
+                }
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                 let io = TokioIo::new(stream);
                 if h2 {
@@ -206,6 +235,16 @@ impl Origin {
     }
 }
 
+/// The SHA-256 of the leaf certificate's public key (SPKI DER), lowercase hex.
+fn spki_sha256(chain: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> Option<String> {
+    use sha2::Digest as _;
+    let leaf = chain?.first()?;
+    let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
+    Some(hex::encode(sha2::Sha256::digest(
+        cert.subject_public_key_info().as_ref(),
+    )))
+}
+
 /// `host` or `host:port` when the port is not the scheme's own; IPv6 in brackets.
 fn authority_of(host: &str, port: u16, default_port: u16) -> String {
     let host = if host.contains(':') {
@@ -226,6 +265,23 @@ pub type SharedOrigin = Arc<Origin>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fingerprint_is_the_sha256_of_the_leaf_s_public_key() {
+        use sha2::Digest as _;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["mcp.test".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let expected = hex::encode(sha2::Sha256::digest(
+            rcgen::PublicKeyData::subject_public_key_info(&key),
+        ));
+        let chain = [cert.der().clone()];
+        assert_eq!(spki_sha256(Some(&chain)), Some(expected));
+        assert_eq!(spki_sha256(Some(&[])), None);
+        assert_eq!(spki_sha256(None), None);
+    }
 
     #[test]
     fn authorities_name_the_port_only_when_it_is_not_the_default() {

@@ -39,6 +39,10 @@ pub enum StartError {
 /// The running transparent proxy.
 pub struct Transparent {
     pub front: Arc<Front>,
+    /// The pinned links, new or swapped in place.
+    pub attached: String,
+    /// Where it listens (the ports chosen, when config said 0).
+    pub listening: Vec<SocketAddr>,
     /// What the operator should know (an address family not redirected, say).
     pub notes: Vec<String>,
 }
@@ -100,8 +104,10 @@ pub fn start(
         proxy4: None,
         proxy6: None,
     };
+    let mut listening = Vec::new();
     for listener in [Some(listener4), listener6].into_iter().flatten() {
         let (listener, local) = listener;
+        listening.push(local);
         match local {
             SocketAddr::V4(v4) => interception.proxy4 = Some(v4),
             SocketAddr::V6(v6) => interception.proxy6 = Some(v6),
@@ -126,9 +132,13 @@ pub fn start(
         }
         programs.attach_pinned(&parent_dir)
     })?;
-    notes.push(format!("kernel programs: {attached}"));
     super::self_test::run(&front, enforcement, &parent_dir, &interception)?;
-    Ok(Transparent { front, notes })
+    Ok(Transparent {
+        front,
+        attached: attached.to_string(),
+        listening,
+        notes,
+    })
 }
 
 /// `kernel.deny`, and the addresses of declared network MCP servers the daemon's policy
