@@ -22,3 +22,4 @@ pub mod proxy;
 pub mod registry;
 pub mod session;
 pub mod store;
+pub mod sync;

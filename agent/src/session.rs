@@ -12,11 +12,12 @@
 //! below it; a session ends when the launcher exits. Weaker (a process cannot leave its
 //! ancestry, but nothing stops it from asking a process outside to act for it) and said so.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::kernel;
 
@@ -566,10 +567,6 @@ fn read_proc(pid: u32, file: &str) -> Result<String, SessionError> {
         .and_then(|mut f| f.read_to_string(&mut text))
         .map_err(|source| SessionError::Proc { pid, source })?;
     Ok(text)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A new session id: 12 hex digits from the kernel's random pool.

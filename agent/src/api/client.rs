@@ -1,11 +1,12 @@
 //! A blocking client of the control socket, and [`RemoteDecider`]: the engine in agentshd as
 //! seen by an interception point.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, mpsc};
+use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -462,9 +463,4 @@ impl Decider for RemoteDecider {
             .map_err(|e| DecideError(format!("cannot start the notice reader: {e}")))?;
         Ok(receiver)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update is one push, pop or assignment: a panic elsewhere leaves them consistent.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

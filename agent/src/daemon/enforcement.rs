@@ -1,10 +1,11 @@
 //! Kernel enforcement as the daemon runs it: the loaded programs, which session cgroup ids the
 //! kernel knows, the deny list, and the kernel's refusals turned into events.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
@@ -165,8 +166,4 @@ impl OriginalDestinations for Originals {
     fn take(&mut self, client: SocketAddr) -> Option<Original> {
         lock(&self.0.originals).take(client)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

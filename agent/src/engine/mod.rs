@@ -14,8 +14,9 @@ mod output;
 mod pins;
 pub mod verdict;
 
+use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 
 use serde_json::json;
 
@@ -407,12 +408,6 @@ impl Engine {
         );
         Ok(Some(pin))
     }
-}
-
-// A panic while a lock is held leaves the maps in their last consistent state (every update is
-// a single insert or assignment), so poisoning is not a reason to stop deciding.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {

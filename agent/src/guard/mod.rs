@@ -9,8 +9,9 @@
 //! duplicate or unknown id, an oversize line, a response nobody asked for: refused or dropped,
 //! with an error to whoever waits for an answer and an audit event.
 
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -600,12 +601,6 @@ fn recover_id(line: &[u8]) -> Option<Id> {
         Some(_) => None,
         None => crate::mcp::framing::id_hint(line),
     }
-}
-
-// A panic while a lock is held leaves the maps in their last consistent state (every update is
-// a single insert or remove), so poisoning is not a reason to stop guarding.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A line that other line readers would split where we do not. JSON allows a bare `\r` as

@@ -13,10 +13,11 @@
 //! A connection whose record is missing, whose session cannot be told, or whose ClientHello
 //! cannot be read on a port where LLM or MCP traffic goes is closed: never passed unread.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -247,26 +248,8 @@ impl Front {
         provider: Provider,
     ) {
         let destination = original.destination;
-        let Some(ca) = self.authority(&session) else {
+        let Some((client, name)) = self.terminate(stream, original, &session, hello).await else {
             return;
-        };
-        let name = match LeafName::of(hello.server_name.as_deref(), destination.ip()) {
-            Ok(name) => name,
-            Err(err) => {
-                eprintln!("agentshd: transparent proxy: {destination}: {err}");
-                return;
-            }
-        };
-        let client = match tls::terminate(stream, &ca, hello, destination.ip()).await {
-            Ok(client) => client,
-            Err(err) => {
-                // Mostly an agent that does not trust the session CA (its own bundle).
-                eprintln!(
-                    "agentshd: transparent proxy: pid {} to {name}: {err}",
-                    original.pid
-                );
-                return;
-            }
         };
         let origin = Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name));
         let proxy = Arc::clone(&self.proxy);
@@ -338,22 +321,9 @@ impl Front {
         });
         match hello {
             Some(hello) => {
-                let Some(ca) = self.authority(&session) else {
+                let Some((client, name)) = self.terminate(stream, original, &session, hello).await
+                else {
                     return;
-                };
-                let name = match LeafName::of(hello.server_name.as_deref(), destination.ip()) {
-                    Ok(name) => name,
-                    Err(_) => return,
-                };
-                let client = match tls::terminate(stream, &ca, hello, destination.ip()).await {
-                    Ok(client) => client,
-                    Err(err) => {
-                        eprintln!(
-                            "agentshd: transparent proxy: pid {} to MCP server {}: {err}",
-                            original.pid, target.server
-                        );
-                        return;
-                    }
                 };
                 let origin = Origin::tls(destination, self.upstream_tls.clone(), name)
                     .pinned(target.spki_sha256.clone());
@@ -386,6 +356,37 @@ impl Front {
                 );
             }
             OtherTraffic::Splice => splice(stream, destination).await,
+        }
+    }
+
+    /// Completes the client's handshake as the server its hello asked for, with a leaf of its
+    /// session's CA. `None` (said why): the connection goes.
+    async fn terminate(
+        &self,
+        stream: TcpStream,
+        original: &Original,
+        session: &Session,
+        hello: &Hello,
+    ) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, LeafName)> {
+        let destination = original.destination;
+        let ca = self.authority(session)?;
+        let name = match LeafName::of(hello.server_name.as_deref(), destination.ip()) {
+            Ok(name) => name,
+            Err(err) => {
+                eprintln!("agentshd: transparent proxy: {destination}: {err}");
+                return None;
+            }
+        };
+        match tls::terminate(stream, &ca, hello, destination.ip()).await {
+            Ok(client) => Some((client, name)),
+            Err(err) => {
+                // Mostly an agent that does not trust the session CA (its own bundle).
+                eprintln!(
+                    "agentshd: transparent proxy: pid {} to {name}: {err}",
+                    original.pid
+                );
+                None
+            }
         }
     }
 
@@ -524,8 +525,4 @@ fn resolve(name: &str, port: u16) -> Vec<std::net::IpAddr> {
         .to_socket_addrs()
         .map(|addrs| addrs.map(|a| a.ip()).collect())
         .unwrap_or_default()
-}
-
-fn lock<T: ?Sized>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

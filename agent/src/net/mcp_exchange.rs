@@ -19,7 +19,7 @@ use hyper::body::{Body, Frame, Incoming};
 
 use super::mcp_http::{ClientAction, McpHttp, ServerEvents};
 use super::origin::Origin;
-use crate::proxy::ResponseBody;
+use crate::proxy::{ResponseBody, full};
 
 /// The header Streamable HTTP names a conversation by.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -194,12 +194,6 @@ impl Body for InspectedEvents {
 fn content_type(headers: &http::HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     Some(value.split(';').next()?.trim().to_ascii_lowercase())
-}
-
-fn full(bytes: Bytes) -> ResponseBody {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
 }
 
 fn json_response(status: StatusCode, body: Bytes) -> Response<ResponseBody> {

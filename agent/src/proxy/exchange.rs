@@ -434,7 +434,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove("proxy-connection");
 }
 
-fn full(bytes: Bytes) -> ResponseBody {
+/// A whole body, as the proxy's responses carry it.
+pub fn full(bytes: Bytes) -> ResponseBody {
     Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()

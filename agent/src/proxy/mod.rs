@@ -37,7 +37,7 @@ use crate::llm::dlp::Redactor;
 use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
 pub use body::BoxError;
-pub use exchange::{ResponseBody, Via};
+pub use exchange::{ResponseBody, Via, full};
 pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX, Provider};
 use upstream::{Upstream, UpstreamError};
 

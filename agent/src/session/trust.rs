@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -73,9 +73,7 @@ impl Trust {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionCa>>> {
-        self.authorities
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.authorities)
     }
 }
 

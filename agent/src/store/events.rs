@@ -6,13 +6,14 @@
 //! open replays every journal line that redb does not have. Verdicts never wait for an fsync;
 //! a power cut can lose the journal's unsynced tail (redb's own commits are durable).
 
+use crate::sync::lock;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -599,11 +600,6 @@ fn decode(path: &Path, seq: u64, bytes: &[u8]) -> Result<Event, StoreError> {
         key: format!("event {seq}"),
         source,
     })
-}
-
-// A panic while holding one of these leaves consistent data (single assignments).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
