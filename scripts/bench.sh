@@ -3,6 +3,18 @@
 # Run through `make bench` (which builds the release binaries first).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# mitmproxy (PyPI), what the transparent proxy is compared with, in a venv of its own.
+bench_peers=tests/peers/bench
+venv="$bench_peers/.venv"
+stamp="$venv/.agentsh-requirements-sha256"
+want=$(sha256sum "$bench_peers/requirements.txt" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/pip" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "bench: pip install mitmproxy (into $venv)"
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$bench_peers/requirements.txt"
+    echo "$want" >"$stamp"
+fi
 echo "== stdio shim (agentsh-shim vs a direct pipe) =="
 ./target/release/shim_bench "$@"
 echo
@@ -26,3 +38,7 @@ echo "== LLM proxy (agentshd vs direct to the upstream) =="
 # `make bench` built the release agentshd; the example finds it next to itself.
 cargo build --quiet --release -p agentsh --bin agentshd --example proxy_bench
 "${CARGO_TARGET_DIR:-target}/release/examples/proxy_bench"
+echo
+echo "== kernel hooks and the transparent proxy (connect(), TLS: direct vs agentshd vs mitmproxy) =="
+cargo build --quiet --release -p agentsh --bins --example transparent_bench
+"${CARGO_TARGET_DIR:-target}/release/examples/transparent_bench"

@@ -27,16 +27,21 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+mod support;
+
+use support::agentshd::Agentshd;
+use support::http::{READ_TIMEOUT, Response, read_response};
+use support::stats::{median, stats};
 
 /// First-event requests per path, on one keep-alive connection.
 const FIRST_EVENT_REQUESTS: usize = 500;
@@ -60,14 +65,6 @@ const JSON_ROUNDS: usize = 10;
 const WARMUP: usize = 3;
 /// The relay's copy buffer, each way.
 const RELAY_BUFFER: usize = 256 << 10;
-/// No read waits longer: a hang fails with a message.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// No response takes longer in all.
-const RESPONSE_DEADLINE: Duration = Duration::from_secs(120);
-/// agentshd prints its ready line within this.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// agentshd stops within this after SIGTERM, or is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() {
     if let Err(err) = run() {
@@ -81,11 +78,11 @@ fn run() -> Result<()> {
     let answers = Arc::new(Answers::build());
     let upstream = Upstream::start(Arc::clone(&answers))?;
     let relay = start_relay(upstream.addr)?;
-    let daemon = Agentshd::start(&options, upstream.addr)?;
-    let mut bench = Bench::new(upstream, answers, relay, daemon.proxy)?;
+    let (daemon, proxy) = start_agentshd(&options, upstream.addr)?;
+    let mut bench = Bench::new(upstream, answers, relay, proxy)?;
     let results = bench.run_all(options.only);
     // Whatever agentshd complained about explains a failure, or odd numbers.
-    daemon.print_complaints();
+    daemon.print_complaints("proxy_bench", "proxy:");
     let results = results?;
     print_report(&options, &results);
     Ok(())
@@ -800,135 +797,23 @@ async fn relay_connection(mut client: tokio::net::TcpStream, upstream: SocketAdd
 }
 
 // ---------------------------------------------------------------------------------------------
-// agentshd, started for the run and stopped (cgroup parent and temp dir removed) on drop.
+// agentshd, started for the run and stopped on drop (support::agentshd).
 
-struct Agentshd {
-    child: Child,
-    /// Its config, state and log; removed after the daemon stops (fields drop after `drop`).
-    dir: tempfile::TempDir,
-    /// The cgroup parent of its sessions, relative to the cgroup2 mount.
-    cgroup_parent: String,
-    proxy: SocketAddr,
-}
-
-impl Agentshd {
-    fn start(options: &Options, upstream: SocketAddr) -> Result<Self> {
-        let dir = tempfile::tempdir().context("a temp dir for agentshd")?;
-        let cgroup_parent = format!("/agentsh-bench-{}", std::process::id());
-        // An empty policy: every call is allowed, so every answer passes byte for byte.
-        std::fs::write(dir.path().join("policy.yaml"), "")?;
-        let config = dir.path().join("agentsh.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\n\
-                 sessions: {{cgroup_parent: {cgroup_parent}}}\n\
-                 proxy: {{listen: \"127.0.0.1:0\", mode: {}, bodies: {{store: {}}}}}\n\
-                 providers: {{anthropic: {{upstream: \"http://{upstream}\"}}, openai: {{upstream: \"http://{upstream}\"}}}}\n",
-                options.mode, options.store_bodies
-            ),
-        )?;
-        let log = std::fs::File::create(dir.path().join("agentshd.log"))?;
-        let mut child = Command::new(&options.agentshd)
-            .args(["--foreground", "--config"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {}", options.agentshd.display()))?;
-        let stdout = child.stdout.take().context("agentshd's stdout")?;
-        let mut daemon = Self {
-            child,
-            dir,
-            cgroup_parent,
-            proxy: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        // From here on a failure stops the daemon (drop).
-        match daemon.wait_ready(stdout) {
-            Ok(proxy) => daemon.proxy = proxy,
-            Err(err) => bail!(
-                "agentshd did not start: {err:#}; its log:\n{}",
-                daemon.log().trim_end()
-            ),
-        }
-        Ok(daemon)
-    }
-
-    /// The proxy's address, from the ready line; stdout is drained after it.
-    fn wait_ready(&self, stdout: std::process::ChildStdout) -> Result<SocketAddr> {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            let _ = tx.send(lines.next());
-            // Keep reading: a full pipe would block the daemon.
-            for _ in lines {}
-        });
-        let line = match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Some(Ok(line))) => line,
-            Ok(Some(Err(err))) => bail!("reading agentshd's stdout: {err}"),
-            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("agentshd exited before it was ready")
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                bail!("no ready line from agentshd in {READY_TIMEOUT:?}")
-            }
-        };
-        let addr = line
-            .split("LLM proxy on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .with_context(|| format!("no proxy address in agentshd's ready line: {line}"))?;
-        addr.parse()
-            .with_context(|| format!("a bad proxy address {addr:?}"))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agentshd.log")).unwrap_or_default()
-    }
-
-    /// What the proxy said on stderr during the run (refused connections, failed streams).
-    fn print_complaints(&self) {
-        let log = self.log();
-        let complaints: Vec<&str> = log.lines().filter(|l| l.contains("proxy:")).collect();
-        for line in complaints.iter().take(10) {
-            eprintln!("proxy_bench: agentshd said: {line}");
-        }
-        if complaints.len() > 10 {
-            eprintln!("proxy_bench: ... and {} more", complaints.len() - 10);
-        }
-    }
-
-    fn stop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("proxy_bench: agentshd ignored SIGTERM for {STOP_TIMEOUT:?}: killing it");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Agentshd {
-    fn drop(&mut self) {
-        self.stop();
-        // Best effort, as the end-to-end tests do: the daemon may leave its parent behind.
-        if let Ok(mount) = agentsh::kernel::cgroup2_mount() {
-            let parent = mount.join(self.cgroup_parent.trim_start_matches('/'));
-            for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = std::fs::remove_dir(entry.path());
-                }
-            }
-            let _ = std::fs::remove_dir(&parent);
-        }
-    }
+/// agentshd with the bench's upstream as both providers', and its proxy's address.
+fn start_agentshd(options: &Options, upstream: SocketAddr) -> Result<(Agentshd, SocketAddr)> {
+    // An empty policy: every call is allowed, so every answer passes byte for byte. The
+    // kernel's hooks are off: this measures the explicit proxy (transparent_bench measures the
+    // kernel's path).
+    let daemon = Agentshd::start(&options.agentshd, "", |_| {
+        format!(
+            "kernel: {{enforcement: off}}\n\
+             proxy: {{listen: \"127.0.0.1:0\", mode: {}, bodies: {{store: {}}}}}\n\
+             providers: {{anthropic: {{upstream: \"http://{upstream}\"}}, openai: {{upstream: \"http://{upstream}\"}}}}\n",
+            options.mode, options.store_bodies
+        )
+    })?;
+    let proxy = daemon.address_after("LLM proxy on http://")?;
+    Ok((daemon, proxy))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -965,18 +850,6 @@ struct Client {
     addr: SocketAddr,
     via: Via,
     buf: Vec<u8>,
-}
-
-/// One response as the client read it.
-struct Response {
-    /// When the request started going out.
-    sent: Instant,
-    /// When each SSE event (up to its blank line) was read.
-    events: Vec<Instant>,
-    body: Vec<u8>,
-    body_len: usize,
-    /// When the end of the body was read.
-    done: Instant,
 }
 
 impl Client {
@@ -1025,229 +898,7 @@ impl Client {
     }
 
     fn read_response(&mut self, sent: Instant, keep: bool) -> Result<(u16, Response)> {
-        let mut reader = ResponseReader::new(keep);
-        loop {
-            ensure!(
-                sent.elapsed() < RESPONSE_DEADLINE,
-                "no complete response in {RESPONSE_DEADLINE:?}"
-            );
-            let n = match self.stream.read(&mut self.buf) {
-                Ok(0) => bail!("the connection closed mid-response"),
-                Ok(n) => n,
-                Err(err)
-                    if matches!(
-                        err.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    bail!("nothing read for {READ_TIMEOUT:?}: a hang")
-                }
-                Err(err) => return Err(err).context("read the response"),
-            };
-            let at = Instant::now();
-            if reader.feed(&self.buf[..n], at)? {
-                return Ok(reader.finish(sent, at));
-            }
-        }
-    }
-}
-
-/// Reads a response as it arrives: the head, then the body (Content-Length or chunked),
-/// noting when each SSE event was complete.
-struct ResponseReader {
-    head: Vec<u8>,
-    status: u16,
-    framing: Option<Framing>,
-    body: BodySink,
-}
-
-enum Framing {
-    Length(usize),
-    Chunked { state: ChunkState, line: Vec<u8> },
-}
-
-#[derive(Clone, Copy)]
-enum ChunkState {
-    /// The size line.
-    Size,
-    /// Data bytes left in the chunk.
-    Data(usize),
-    /// The CRLF after the data.
-    DataEnd,
-    /// Trailer lines, up to the empty one.
-    Trailer,
-}
-
-impl ResponseReader {
-    fn new(keep: bool) -> Self {
-        Self {
-            head: Vec::new(),
-            status: 0,
-            framing: None,
-            body: BodySink {
-                keep,
-                ..BodySink::default()
-            },
-        }
-    }
-
-    /// True once the response is complete.
-    fn feed(&mut self, input: &[u8], at: Instant) -> Result<bool> {
-        let rest;
-        let input = match self.framing {
-            Some(_) => input,
-            None => {
-                self.head.extend_from_slice(input);
-                let Some(end) = memchr::memmem::find(&self.head, b"\r\n\r\n") else {
-                    return Ok(false);
-                };
-                rest = self.head.split_off(end + 4);
-                self.parse_head()?;
-                &rest[..]
-            }
-        };
-        let done = match self.framing.as_mut() {
-            Some(Framing::Length(left)) => {
-                ensure!(input.len() <= *left, "bytes past the content-length");
-                self.body.data(input, at);
-                *left -= input.len();
-                *left == 0
-            }
-            Some(Framing::Chunked { state, line }) => {
-                feed_chunked(state, line, input, &mut self.body, at)?
-            }
-            None => false,
-        };
-        Ok(done)
-    }
-
-    fn parse_head(&mut self) -> Result<()> {
-        let head = std::str::from_utf8(&self.head).context("a response head that is not text")?;
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap_or_default();
-        self.status = status_line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .with_context(|| format!("a bad status line {status_line:?}"))?;
-        let mut framing = None;
-        for line in lines {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                framing = Some(Framing::Length(value.parse().context("content-length")?));
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                ensure!(
-                    value.eq_ignore_ascii_case("chunked"),
-                    "transfer-encoding {value}"
-                );
-                framing = Some(Framing::Chunked {
-                    state: ChunkState::Size,
-                    line: Vec::new(),
-                });
-            }
-        }
-        self.framing = Some(framing.context("a response with neither length nor chunks")?);
-        Ok(())
-    }
-
-    fn finish(self, sent: Instant, done: Instant) -> (u16, Response) {
-        let body = self.body;
-        let response = Response {
-            sent,
-            events: body.events,
-            body: body.body,
-            body_len: body.len,
-            done,
-        };
-        (self.status, response)
-    }
-}
-
-/// Chunked bytes in; true once the last chunk and its trailers are read.
-fn feed_chunked(
-    state: &mut ChunkState,
-    line: &mut Vec<u8>,
-    mut input: &[u8],
-    body: &mut BodySink,
-    at: Instant,
-) -> Result<bool> {
-    while !input.is_empty() {
-        if let ChunkState::Data(left) = *state {
-            let n = left.min(input.len());
-            body.data(&input[..n], at);
-            input = &input[n..];
-            *state = if n == left {
-                ChunkState::DataEnd
-            } else {
-                ChunkState::Data(left - n)
-            };
-            continue;
-        }
-        let Some(end) = memchr::memchr(b'\n', input) else {
-            line.extend_from_slice(input);
-            return Ok(false);
-        };
-        line.extend_from_slice(&input[..end]);
-        input = &input[end + 1..];
-        let text = line.strip_suffix(b"\r").unwrap_or(line);
-        match *state {
-            ChunkState::DataEnd => {
-                ensure!(text.is_empty(), "chunk data longer than its size");
-                *state = ChunkState::Size;
-            }
-            ChunkState::Size => {
-                let hex = std::str::from_utf8(text).unwrap_or_default();
-                let hex = hex.split(';').next().unwrap_or_default().trim();
-                let size = usize::from_str_radix(hex, 16)
-                    .with_context(|| format!("a bad chunk size {hex:?}"))?;
-                *state = if size == 0 {
-                    ChunkState::Trailer
-                } else {
-                    ChunkState::Data(size)
-                };
-            }
-            ChunkState::Trailer if text.is_empty() => {
-                ensure!(input.is_empty(), "bytes after the end of the response");
-                return Ok(true);
-            }
-            ChunkState::Trailer | ChunkState::Data(_) => {}
-        }
-        line.clear();
-    }
-    Ok(false)
-}
-
-/// The body as it is read: kept (or only counted), and its events timed.
-#[derive(Default)]
-struct BodySink {
-    keep: bool,
-    body: Vec<u8>,
-    len: usize,
-    events: Vec<Instant>,
-    /// The previous byte, for a blank line split across reads.
-    last: u8,
-}
-
-impl BodySink {
-    fn data(&mut self, bytes: &[u8], at: Instant) {
-        self.len += bytes.len();
-        if !self.keep {
-            return;
-        }
-        self.body.extend_from_slice(bytes);
-        // Events end with "\n\n"; JSON in data lines never holds a raw newline.
-        for i in memchr::memchr_iter(b'\n', bytes) {
-            let previous = if i == 0 { self.last } else { bytes[i - 1] };
-            if previous == b'\n' {
-                self.events.push(at);
-            }
-        }
-        if let Some(&last) = bytes.last() {
-            self.last = last;
-        }
+        read_response(&mut self.stream, &mut self.buf, sent, keep)
     }
 }
 
@@ -1539,33 +1190,6 @@ fn flatten(streams: PerVia<Vec<Vec<Duration>>>) -> Samples {
 
 // ---------------------------------------------------------------------------------------------
 // The report.
-
-struct Stats {
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-/// Nearest-rank percentiles, in µs.
-fn stats(samples: &[Duration]) -> Stats {
-    let mut us: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-    us.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        let rank = ((us.len() as f64 * q).ceil() as usize).clamp(1, us.len().max(1));
-        us.get(rank - 1).copied().unwrap_or(f64::NAN)
-    };
-    Stats {
-        p50: at(0.50),
-        p99: at(0.99),
-        max: us.last().copied().unwrap_or(f64::NAN),
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
-}
 
 /// What the goals are judged on: the added p99s, and the throughput ratios.
 #[derive(Default)]

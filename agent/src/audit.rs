@@ -60,6 +60,9 @@ pub enum EventKind {
     /// A session process connected to (or was refused) a network MCP server, or a destination
     /// the kernel denies.
     McpNetworkConnection,
+    /// A declared network server's tools were listed by agentsh at session start (or could
+    /// not be).
+    McpToolsPrefetched,
     /// An agent session began (its cgroup was created and the agent placed in it).
     SessionStarted,
     /// An agent session ended (its cgroup emptied).
@@ -90,6 +93,7 @@ impl EventKind {
             Self::LlmDlpRedaction => "llm_dlp_redaction",
             Self::StoreError => "store_error",
             Self::McpNetworkConnection => "mcp_network_connection",
+            Self::McpToolsPrefetched => "mcp_tools_prefetched",
             Self::SessionStarted => "session_started",
             Self::SessionEnded => "session_ended",
             Self::PolicyLoaded => "policy_loaded",
@@ -116,6 +120,7 @@ impl EventKind {
         Self::LlmDlpRedaction,
         Self::StoreError,
         Self::McpNetworkConnection,
+        Self::McpToolsPrefetched,
         Self::SessionStarted,
         Self::SessionEnded,
         Self::PolicyLoaded,

@@ -531,6 +531,9 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "name": record.name,
         })),
     );
+    if let Some(started) = daemon.on_session_start.get() {
+        started(&session);
+    }
     ok(&SessionCreated {
         session: record.without_policy_text(),
         launcher: daemon.settings.launcher.clone(),

@@ -25,6 +25,9 @@ use enforcement::Enforcement;
 
 /// Called with the id of each session that ends.
 pub type SessionEndHook = Box<dyn Fn(&str) + Send + Sync>;
+/// Called once a session is open in the engine (the transparent proxy fetches declared
+/// network servers' tools for it).
+pub type SessionStartHook = Box<dyn Fn(&Arc<crate::engine::Session>) + Send + Sync>;
 
 /// Who administers, and what sessions may choose.
 #[derive(Debug, Clone, Default)]
@@ -56,6 +59,7 @@ pub struct Daemon {
     pub enforcement: OnceLock<Arc<Enforcement>>,
     /// Told the id of each session that ends (the transparent proxy forgets its state).
     pub on_session_end: OnceLock<SessionEndHook>,
+    pub on_session_start: OnceLock<SessionStartHook>,
     /// This run of the daemon, told at hello: a shim that sees it change knows the daemon
     /// restarted and has forgotten what its servers listed.
     pub instance: String,
@@ -82,6 +86,7 @@ impl Daemon {
             trust: OnceLock::new(),
             enforcement: OnceLock::new(),
             on_session_end: OnceLock::new(),
+            on_session_start: OnceLock::new(),
             instance: crate::session::new_id(),
         }
     }

@@ -4,9 +4,11 @@
 //! ([`mcp_http`]: the stdio shim's guard applied to Streamable HTTP messages).
 
 pub mod front;
+pub mod listen;
 pub mod mcp_exchange;
 pub mod mcp_http;
 pub mod origin;
+pub mod prefetch;
 pub mod self_test;
 pub mod targets;
 pub mod tls;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use super::front::{Front, FrontSettings};
+use super::prefetch::Prefetcher;
 use super::tls::UpstreamTls;
 use crate::config::DaemonConfig;
 use crate::daemon::Daemon;
@@ -80,8 +81,9 @@ pub fn start(
         },
     };
     let roots = crate::proxy::upstream::roots(&config.proxy.extra_roots)?;
+    let upstream_tls = UpstreamTls::new(roots)?;
     let settings = FrontSettings {
-        upstream_tls: UpstreamTls::new(roots)?,
+        upstream_tls: upstream_tls.clone(),
         providers: vec![
             (Provider::Anthropic, config.proxy.anthropic_upstream.clone()),
             (Provider::OpenAi, config.proxy.openai_upstream.clone()),
@@ -95,10 +97,20 @@ pub fn start(
         settings,
     ));
     {
-        let front = Arc::clone(&front);
+        let ending = Arc::clone(&front);
         let _ = daemon
             .on_session_end
-            .set(Box::new(move |id| front.session_ended(id)));
+            .set(Box::new(move |id| ending.session_ended(id)));
+        let front = Arc::clone(&front);
+        let prefetcher = Arc::new(Prefetcher::new(
+            Arc::clone(&daemon.engine),
+            upstream_tls,
+            proxy.runtime.clone(),
+            Box::new(move |rules| front.targets(rules)),
+        ));
+        let _ = daemon.on_session_start.set(Box::new(move |session| {
+            prefetcher.session_started(Arc::clone(session))
+        }));
     }
     let mut interception = Interception {
         proxy4: None,
@@ -164,8 +176,7 @@ fn bind(
     addr: SocketAddr,
 ) -> Result<(std::net::TcpListener, SocketAddr), StartError> {
     let bad = |source| StartError::Bind { key, addr, source };
-    let listener = std::net::TcpListener::bind(addr).map_err(bad)?;
-    listener.set_nonblocking(true).map_err(bad)?;
+    let listener = super::listen::listen_on(addr).map_err(bad)?;
     let local = listener.local_addr().map_err(bad)?;
     Ok((listener, local))
 }

@@ -117,10 +117,7 @@ pub fn start(
     let listener = match config.listen {
         None => None,
         Some(addr) => {
-            let listener = std::net::TcpListener::bind(addr)
-                .map_err(|source| ProxyError::Bind { addr, source })?;
-            listener
-                .set_nonblocking(true)
+            let listener = crate::net::listen::listen_on(addr)
                 .map_err(|source| ProxyError::Bind { addr, source })?;
             let local = listener
                 .local_addr()

@@ -1,0 +1,7 @@
+//! What the benchmarks share: agentshd started for a run, an HTTP/1.1 response reader for
+//! blocking clients, and percentiles. Each benchmark uses a part of it.
+#![allow(dead_code)]
+
+pub mod agentshd;
+pub mod http;
+pub mod stats;
