@@ -28,7 +28,9 @@ use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::programs::{CgroupAttachMode, CgroupSockAddr, SockOps};
 
-pub use pin::{Attached, Attachment, PIN_DIR, detach_pinned, pinned_links};
+pub use pin::{
+    Attached, Attachment, BPFFS, PIN_DIR, bpffs_is_mounted, detach_pinned, pinned_links,
+};
 
 /// The object agent/build.rs compiled from agent-ebpf (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));

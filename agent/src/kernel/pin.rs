@@ -22,7 +22,7 @@ use super::{
 /// Where links are pinned: `PIN_DIR/<cgroup id of the parent>/<program>`.
 pub const PIN_DIR: &str = "/sys/fs/bpf/agentsh";
 /// The bpffs mount `PIN_DIR` lives on.
-const BPFFS: &str = "/sys/fs/bpf";
+pub const BPFFS: &str = "/sys/fs/bpf";
 
 /// How [`KernelPrograms::attach_pinned`] attached one program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +261,11 @@ fn ensure_bpffs() -> Result<(), KernelError> {
         path: PathBuf::from(BPFFS),
         source: errno.into(),
     })
+}
+
+/// Whether bpffs is mounted on [`BPFFS`] (for `agentshctl doctor`; agentshd mounts it itself).
+pub fn bpffs_is_mounted() -> Result<bool, KernelError> {
+    Ok(bpffs_mounted(&read_mountinfo()?))
 }
 
 fn bpffs_mounted(mountinfo: &str) -> bool {

@@ -1,5 +1,6 @@
 //! agentshctl: the command line of agentsh.
 
+mod doctor;
 mod inspect;
 mod pins;
 mod query;
@@ -35,6 +36,9 @@ enum Command {
     /// MCP servers and tools.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Whether this machine can run kernel enforcement and agentshd is healthy, one line per
+    /// check with a fix for each problem (exit 0 none failed, 1 one did).
+    Doctor(doctor::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +85,8 @@ fn main() -> ExitCode {
     let socket = agentsh::api::socket_path(cli.socket.as_deref());
     let result = match cli.command {
         Command::Run(args) => run::run(&args, &socket),
+        // The config's socket comes before the default there: not the resolved `socket`.
+        Command::Doctor(args) => doctor::run(&args, cli.socket.as_deref()),
         Command::Session(command) => query::session(&socket, &command),
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
         Command::Policy(PolicyCommand::Generate { session, output }) => {
