@@ -400,18 +400,23 @@ pub fn cgroup_tree_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
+/// The sessions' parent for `cgroup_parent: auto`, from agentshd's own cgroup: beside the
+/// daemon under a service manager, `/agentsh` when it runs at the root.
+pub fn auto_cgroup_parent(own: &str) -> String {
+    if own == "/" {
+        "/agentsh".to_owned()
+    } else {
+        format!("{own}/sessions")
+    }
+}
+
 /// Finds the cgroup2 mount and makes sure the session parent exists and is ours.
 fn cgroup_parent(parent: &CgroupParent) -> Result<(PathBuf, String), String> {
     let mount = kernel::cgroup2_mount().map_err(|e| e.to_string())?;
     let rel = match parent {
         CgroupParent::Path(path) => path.display().to_string(),
         CgroupParent::Auto => {
-            let own = cgroup_of(std::process::id()).map_err(|e| e.to_string())?;
-            if own == "/" {
-                "/agentsh".to_owned()
-            } else {
-                format!("{own}/sessions")
-            }
+            auto_cgroup_parent(&cgroup_of(std::process::id()).map_err(|e| e.to_string())?)
         }
     };
     let dir = mount.join(rel.trim_start_matches('/'));
@@ -587,6 +592,15 @@ pub fn new_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_auto_parent_is_beside_the_daemon_or_agentsh_at_the_root() {
+        assert_eq!(auto_cgroup_parent("/"), "/agentsh");
+        assert_eq!(
+            auto_cgroup_parent("/system.slice/agentshd.service"),
+            "/system.slice/agentshd.service/sessions"
+        );
+    }
 
     #[test]
     fn proc_fields_of_this_process() {

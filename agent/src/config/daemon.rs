@@ -24,9 +24,17 @@ pub const DEFAULT_DAEMON_CONFIG: &str = "/etc/agentsh/agentsh.yaml";
 /// `sun_path` holds 108 bytes, the terminating NUL included.
 const MAX_SOCKET_PATH_BYTES: usize = 107;
 
-/// Where cgroup2 is mounted. A `cgroup_parent` under it was meant relative to it: taken as
-/// written it would name `/sys/fs/cgroup/sys/fs/cgroup/...`.
-const CGROUP2_MOUNT: &str = "/sys/fs/cgroup";
+/// Where cgroup2 is usually mounted. A `cgroup_parent` under a cgroup2 mount was meant
+/// relative to it: taken as written it would name `/sys/fs/cgroup/sys/fs/cgroup/...`.
+const USUAL_CGROUP2_MOUNT: &str = "/sys/fs/cgroup";
+
+/// This host's cgroup2 mount (hybrid hosts have it at `/sys/fs/cgroup/unified`), then the
+/// usual place: a path under either is a mistake.
+fn cgroup2_mounts() -> Vec<PathBuf> {
+    let mut mounts: Vec<PathBuf> = crate::kernel::cgroup2_mount().into_iter().collect();
+    mounts.push(PathBuf::from(USUAL_CGROUP2_MOUNT));
+    mounts
+}
 
 const ROOT_KEYS: &[&str] = &[
     "state_dir",
@@ -302,7 +310,10 @@ fn cgroup_parent(r: &mut Report, node: &Node, key: &str) -> Option<CgroupParent>
         )
     } else if text.contains('\0') {
         format!("`{key}` must not contain a NUL character")
-    } else if let Ok(inner) = path.strip_prefix(CGROUP2_MOUNT) {
+    } else if let Some(inner) = cgroup2_mounts()
+        .iter()
+        .find_map(|mount| path.strip_prefix(mount).ok())
+    {
         format!(
             "`{key}` is a path inside the cgroup2 mount, not on the filesystem: write `{}`",
             Path::new("/").join(inner).display()

@@ -185,6 +185,15 @@ fn cgroup_parent_must_stay_inside_the_mount() {
             "`sessions.cgroup_parent` is a path inside the cgroup2 mount, not on the filesystem: write `/agentsh.slice`"
         ]
     );
+    // This host's own mount, wherever it is (`/sys/fs/cgroup/unified` on hybrid hosts).
+    if let Ok(mount) = crate::kernel::cgroup2_mount() {
+        assert_eq!(
+            at(&format!("{}/agentsh.slice", mount.display())),
+            [
+                "`sessions.cgroup_parent` is a path inside the cgroup2 mount, not on the filesystem: write `/agentsh.slice`"
+            ]
+        );
+    }
     assert!(at("\"  \"")[0].contains("must be `auto` or an absolute path"));
     assert!(at("Auto")[0].contains("found the string \"Auto\""));
     assert!(at("[a]")[0].contains("must be a string, found a list"));

@@ -319,7 +319,7 @@ fn resolve_parent(
         CgroupParent::Path(path) => path.display().to_string(),
         CgroupParent::Auto => match daemon {
             Some(pid) => match agentsh::session::cgroup_of(pid) {
-                Ok(own) => auto_parent(&own),
+                Ok(own) => agentsh::session::auto_cgroup_parent(&own),
                 Err(e) => {
                     return Parent::Unknown(format!(
                         "cgroup_parent is auto, and agentshd's cgroup is unknown: {e}"
@@ -337,16 +337,6 @@ fn resolve_parent(
     Parent::Known {
         dir: mount.join(cgroup.trim_start_matches('/')),
         cgroup,
-    }
-}
-
-/// The parent agentshd takes for `cgroup_parent: auto`, given its own cgroup (the rule of
-/// `session::Sessions::new`, which does not expose it).
-fn auto_parent(own: &str) -> String {
-    if own == "/" {
-        "/agentsh".to_owned()
-    } else {
-        format!("{own}/sessions")
     }
 }
 
@@ -1040,15 +1030,6 @@ mod tests {
         assert_eq!(parse_release("linux"), None);
         assert!(parse_release("5.4.0").is_some_and(|v| v < MIN_KERNEL));
         assert!(parse_release("5.10.0").is_some_and(|v| v >= MIN_KERNEL));
-    }
-
-    #[test]
-    fn auto_parent_is_beside_the_daemon_or_agentsh_at_the_root() {
-        assert_eq!(auto_parent("/"), "/agentsh");
-        assert_eq!(
-            auto_parent("/system.slice/agentshd.service"),
-            "/system.slice/agentshd.service/sessions"
-        );
     }
 
     #[test]
