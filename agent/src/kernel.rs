@@ -12,6 +12,7 @@
 //! Concurrent use: the proxy takes the original destinations out ([`KernelPrograms::take_originals`])
 //! and a task takes the event ring ([`KernelPrograms::take_events`]); the daemon keeps the rest.
 
+pub mod caps;
 mod pin;
 
 use std::fs::File;

@@ -2,6 +2,8 @@
 //
 //   node mcp-client.mjs '<steps json>' -- CMD ARGS...
 //   node mcp-client.mjs '<steps json>' --url URL     (Streamable HTTP instead of stdio)
+//   node mcp-client.mjs '<steps json>' --sse-url URL (the older HTTP+SSE transport: a GET
+//                                                      stream, answers to POSTs arrive on it)
 //
 // Steps: [{"op":"list"}, {"op":"call","name":"read_file","arguments":{...}},
 //         {"op":"wait","path":"/tmp/go"} (until that file exists, at most 60 s),
@@ -12,19 +14,26 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const sep = process.argv.indexOf("--");
 const urlFlag = process.argv.indexOf("--url");
-if ((sep < 0 || sep + 1 >= process.argv.length) && (urlFlag < 0 || urlFlag + 1 >= process.argv.length)) {
-  console.error("usage: mcp-client.mjs STEPS_JSON -- CMD ARGS... | mcp-client.mjs STEPS_JSON --url URL");
+const sseFlag = process.argv.indexOf("--sse-url");
+const given = (flag) => flag >= 0 && flag + 1 < process.argv.length;
+if ((sep < 0 || sep + 1 >= process.argv.length) && !given(urlFlag) && !given(sseFlag)) {
+  console.error(
+    "usage: mcp-client.mjs STEPS_JSON -- CMD ARGS... | mcp-client.mjs STEPS_JSON --url URL | mcp-client.mjs STEPS_JSON --sse-url URL",
+  );
   process.exit(2);
 }
 const steps = JSON.parse(process.argv[2]);
 
 let transport;
-if (urlFlag >= 0) {
+if (given(urlFlag)) {
   transport = new StreamableHTTPClientTransport(new URL(process.argv[urlFlag + 1]));
+} else if (given(sseFlag)) {
+  transport = new SSEClientTransport(new URL(process.argv[sseFlag + 1]));
 } else {
   const [command, ...args] = process.argv.slice(sep + 1);
   transport = new StdioClientTransport({
@@ -45,8 +54,21 @@ client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
 
 const emit = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
+// Over HTTP, a server that never completes the handshake (an SSE stream whose `endpoint`
+// event never comes, say) fails the session instead of hanging it.
+const CONNECT_LIMIT_MS = 30_000;
+
 try {
-  await client.connect(transport);
+  if (given(urlFlag) || given(sseFlag)) {
+    let timer;
+    const timedOut = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`not connected within ${CONNECT_LIMIT_MS} ms`)), CONNECT_LIMIT_MS);
+    });
+    await Promise.race([client.connect(transport), timedOut]);
+    clearTimeout(timer);
+  } else {
+    await client.connect(transport);
+  }
   for (const step of steps) {
     try {
       switch (step.op) {

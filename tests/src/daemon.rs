@@ -19,6 +19,10 @@ pub struct Daemon {
     pub socket: PathBuf,
     /// The LLM proxy's address (`127.0.0.1:PORT`), when the config enables it.
     pub proxy: Option<String>,
+    /// What agentshd said as it started: its ready line, its limitations, ...
+    pub startup: Vec<String>,
+    /// The command agentshd runs under (empty: none).
+    wrapper: Vec<String>,
 }
 
 impl Daemon {
@@ -29,37 +33,36 @@ impl Daemon {
 
     /// [`Self::start`] with more daemon config (YAML, top-level keys).
     pub fn start_with(dir: &Path, policy: &str, extra_config: &str) -> Self {
-        let config = dir.join("agentsh.yaml");
-        std::fs::write(dir.join("policy.yaml"), policy).expect("write policy");
-        // Unique per daemon, so tests running in parallel never share a cgroup parent.
-        let parent = format!(
-            "/agentsh-test-{}-{}",
-            std::process::id(),
-            dir.file_name().and_then(|n| n.to_str()).unwrap_or("d")
-        );
-        // Daemons of tests run side by side: each transparent proxy on a port of its own.
-        let kernel = if extra_config.contains("kernel:") {
-            ""
-        } else {
-            "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n"
-        };
-        std::fs::write(
-            &config,
-            format!(
-                "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n{kernel}{extra_config}"
-            ),
-        )
-        .expect("write config");
+        Self::start_wrapped(dir, &[], policy, extra_config)
+    }
+
+    /// [`Self::start_with`], agentshd run by `wrapper` (a command that runs the command its
+    /// arguments end with: `setpriv --bounding-set=-bpf`, say).
+    pub fn start_wrapped(dir: &Path, wrapper: &[&str], policy: &str, extra_config: &str) -> Self {
+        let (config, parent) = write_config(dir, policy, extra_config);
+        let wrapper: Vec<String> = wrapper.iter().map(|w| w.to_string()).collect();
         let mut daemon = Self {
-            child: spawn(&config),
+            child: spawn(&wrapper, &config),
             cgroup_parent: parent,
             socket: dir.join("agentsh.sock"),
             dir: dir.to_owned(),
             config,
             proxy: None,
+            startup: Vec::new(),
+            wrapper,
         };
         daemon.wait_ready();
         daemon
+    }
+
+    /// agentshd, run by `wrapper` as [`Self::start_wrapped`] does, when it must not start: what
+    /// it said by the time it exited (bounded), its cgroup parent removed.
+    pub fn fail_to_start(dir: &Path, wrapper: &[&str], policy: &str, extra_config: &str) -> Output {
+        let (config, parent) = write_config(dir, policy, extra_config);
+        let wrapper: Vec<String> = wrapper.iter().map(|w| w.to_string()).collect();
+        let out = run_bounded(command(&wrapper, &config), b"", Duration::from_secs(60));
+        remove_cgroup_parent(&parent);
+        out
     }
 
     fn wait_ready(&mut self) {
@@ -73,6 +76,24 @@ impl Daemon {
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .map(str::to_owned);
+        self.startup = vec![line];
+        // Then its limitations and notes, up to the line that says how to start an agent.
+        while !self
+            .startup
+            .last()
+            .is_some_and(|l| l.starts_with("agentshd: start an agent"))
+        {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            self.startup.push(line);
+        }
+    }
+
+    /// agentshd's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills agentshd (SIGKILL) and leaves it dead: what it left in the kernel stays.
@@ -84,7 +105,7 @@ impl Daemon {
     pub fn restart_after_kill9(&mut self) {
         self.child.kill().expect("kill agentshd");
         self.child.wait().expect("reap agentshd");
-        self.child = spawn(&self.config);
+        self.child = spawn(&self.wrapper, &self.config);
         self.wait_ready();
     }
 
@@ -151,26 +172,77 @@ impl Drop for Daemon {
             nix::sys::signal::Signal::SIGTERM,
         );
         let _ = wait_bounded(&mut self.child, Duration::from_secs(10));
-        // The parent is the test's to remove (best effort: a session still running keeps it).
-        if let Ok(mount) = agentsh::kernel::cgroup2_mount() {
-            let parent = mount.join(self.cgroup_parent.trim_start_matches('/'));
-            // The daemon's pinned hooks outlive it by design; the test's parent goes, so do they.
-            let _ = agentsh::kernel::detach_pinned(&parent);
-            // A session that ended as the daemon stopped leaves its (empty) cgroup behind.
-            for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = std::fs::remove_dir(entry.path());
-                }
-            }
-            let _ = std::fs::remove_dir(&parent);
-        }
+        remove_cgroup_parent(&self.cgroup_parent);
     }
 }
 
-fn spawn(config: &Path) -> Child {
-    Command::new(bin("agentshd"))
-        .args(["--foreground", "--config"])
-        .arg(config)
+/// Writes agentsh.yaml (with a cgroup parent of its own) and policy.yaml in `dir`; returns
+/// the config's path and the parent.
+fn write_config(dir: &Path, policy: &str, extra_config: &str) -> (PathBuf, String) {
+    let config = dir.join("agentsh.yaml");
+    std::fs::write(dir.join("policy.yaml"), policy).expect("write policy");
+    // Unique per daemon, so tests running in parallel never share a cgroup parent.
+    let parent = format!(
+        "/agentsh-test-{}-{}",
+        std::process::id(),
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("d")
+    );
+    // Daemons of tests run side by side: each transparent proxy on a port of its own.
+    let kernel = if extra_config.contains("kernel:") {
+        ""
+    } else {
+        "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n"
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nsessions:\n  cgroup_parent: {parent}\n{kernel}{extra_config}"
+        ),
+    )
+    .expect("write config");
+    (config, parent)
+}
+
+/// Removes a daemon's cgroup parent, its pinned hooks and its sessions' cgroups: the test's
+/// to remove (best effort).
+fn remove_cgroup_parent(cgroup_parent: &str) {
+    if let Ok(mount) = agentsh::kernel::cgroup2_mount() {
+        let parent = mount.join(cgroup_parent.trim_start_matches('/'));
+        // The daemon's pinned hooks outlive it by design; the test's parent goes, so do they.
+        let _ = agentsh::kernel::detach_pinned(&parent);
+        // A session that ended as the daemon stopped leaves its (empty) cgroup behind; one
+        // whose launcher a failed test killed may still hold its agent: killed with it.
+        for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let session = entry.path();
+                let _ = std::fs::write(session.join("cgroup.kill"), "1");
+                let deadline = std::time::Instant::now() + Duration::from_secs(2);
+                while std::fs::remove_dir(&session).is_err() && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&parent);
+    }
+}
+
+/// `WRAPPER... agentshd --foreground --config CONFIG`
+fn command(wrapper: &[String], config: &Path) -> Command {
+    let mut command = match wrapper.split_first() {
+        None => Command::new(bin("agentshd")),
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(bin("agentshd"));
+            command
+        }
+    };
+    command.args(["--foreground", "--config"]).arg(config);
+    command
+}
+
+fn spawn(wrapper: &[String], config: &Path) -> Child {
+    command(wrapper, config)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -23,7 +23,7 @@ use agentsh::config::{self, DaemonConfig};
 use agentsh::daemon::enforcement::Enforcement;
 use agentsh::daemon::{self, Daemon, Listener, Settings};
 use agentsh::engine::{Engine, Rules};
-use agentsh::kernel::KernelPrograms;
+use agentsh::kernel::{KernelPrograms, caps};
 use agentsh::session::trust::Trust;
 use agentsh::session::{Sessions, Tracking};
 use agentsh::store::{EventLog, PinStore};
@@ -341,7 +341,14 @@ fn load_kernel(
         }
         (_, Tracking::Cgroup { .. }) => match KernelPrograms::load() {
             Ok(programs) => return Ok(Some(programs)),
-            Err(err) => err.to_string(),
+            Err(err) => match caps::effective().map(caps::missing).as_deref() {
+                None | Some([]) => err.to_string(),
+                Some(missing) => format!(
+                    "agentshd runs without {} (the kernel programs need CAP_BPF, CAP_PERFMON and \
+                     CAP_NET_ADMIN; CAP_SYS_ADMIN stands for the first two): {err}",
+                    missing.join(", ")
+                ),
+            },
         },
     };
     if config.kernel.enforcement == Enforce::Required {
@@ -349,7 +356,8 @@ fn load_kernel(
     }
     limitations.push(format!(
         "no kernel enforcement ({why_not}): an agent can reach the network around agentsh; \
-         only `agentshctl run --no-kernel` (the explicit LLM proxy) and the stdio shims apply"
+         only the explicit LLM proxy (where `agentshctl run` points agents' SDKs) and the \
+         stdio shims apply"
     ));
     Ok(None)
 }

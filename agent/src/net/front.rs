@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 use url::Url;
 
 use super::mcp_exchange::{self, SESSION_HEADER};
-use super::mcp_http::McpHttp;
+use super::mcp_http::{Endpoints, McpHttp};
 use super::origin::Origin;
 use super::targets::{Class, McpTarget, Targets};
 use super::tls::{self, Hello, TlsError, UpstreamTls};
@@ -71,7 +71,7 @@ pub struct Front {
     sessions: Mutex<HashMap<u64, String>>,
     /// The targets of each policy in use, built once per policy.
     targets: Mutex<Vec<(Weak<Rules>, Arc<Targets>)>>,
-    /// MCP conversations: (session, server, Mcp-Session-Id) -> the guard's state.
+    /// MCP conversations: (session, server, conversation) -> the guard's state.
     conversations: ConversationMap,
 }
 
@@ -400,9 +400,19 @@ impl Front {
     }
 }
 
-/// The guards' state of MCP conversations: (session, server, Mcp-Session-Id) -> guard. It
+/// The guards' state of MCP conversations: (session, server, conversation) -> guard. It
 /// outlives connections: a conversation's GET stream and POSTs may come on different ones.
-type ConversationMap = Arc<Mutex<HashMap<(String, String, String), Arc<McpHttp>>>>;
+type ConversationMap = Arc<Mutex<HashMap<(String, String, Conversation), Arc<McpHttp>>>>;
+
+/// What tells one MCP conversation with a server from another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Conversation {
+    /// Streamable HTTP's Mcp-Session-Id (empty before the server gives one, or if it never
+    /// does).
+    Header(String),
+    /// The older HTTP+SSE transport's: the URL its POSTs go to (path and query).
+    Endpoint(String),
+}
 
 /// Conversations kept at most; past it one of the same session's goes (a client inventing
 /// session ids cannot grow the map without bound).
@@ -418,13 +428,13 @@ struct Conversations {
 }
 
 impl Conversations {
-    /// The guard of the conversation a request belongs to (by its Mcp-Session-Id).
-    fn get(&self, mcp_session: &str) -> Arc<McpHttp> {
-        let key = (
-            self.session.clone(),
-            self.server.clone(),
-            mcp_session.to_owned(),
-        );
+    fn key(&self, conversation: Conversation) -> (String, String, Conversation) {
+        (self.session.clone(), self.server.clone(), conversation)
+    }
+
+    /// The guard of a conversation, new if there is none.
+    fn get(&self, conversation: Conversation) -> Arc<McpHttp> {
+        let key = self.key(conversation);
         let mut map = lock(&self.map);
         if !map.contains_key(&key) && map.len() >= MAX_CONVERSATIONS {
             let evicted = map.keys().find(|(s, _, _)| *s == self.session).cloned();
@@ -441,12 +451,31 @@ impl Conversations {
         }))
     }
 
-    fn end(&self, mcp_session: &str) {
-        lock(&self.map).remove(&(
-            self.session.clone(),
-            self.server.clone(),
-            mcp_session.to_owned(),
-        ));
+    /// The conversation a request belongs to: by its Mcp-Session-Id; else an older-transport
+    /// POST by its URL, when a stream named it; else the one without an id.
+    fn of<B>(&self, request: &http::Request<B>) -> (Conversation, Arc<McpHttp>) {
+        if let Some(id) = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            let conversation = Conversation::Header(id.to_owned());
+            return (conversation.clone(), self.get(conversation));
+        }
+        if request.method() == http::Method::POST
+            && let Some(path) = request.uri().path_and_query()
+        {
+            let conversation = Conversation::Endpoint(path.as_str().to_owned());
+            if let Some(http) = lock(&self.map).get(&self.key(conversation.clone())) {
+                return (conversation, Arc::clone(http));
+            }
+        }
+        let conversation = Conversation::Header(String::new());
+        (conversation.clone(), self.get(conversation))
+    }
+
+    fn end(&self, conversation: Conversation) {
+        lock(&self.map).remove(&self.key(conversation));
     }
 
     async fn serve<S>(self: Arc<Self>, client: S, origin: Origin, destination: SocketAddr)
@@ -457,23 +486,39 @@ impl Conversations {
         let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
             let (origin, conversations) = (Arc::clone(&origin), Arc::clone(&self));
             async move {
-                let mcp_session = request
-                    .headers()
-                    .get(SESSION_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned();
+                let (conversation, http) = conversations.of(&request);
                 let ended = request.method() == http::Method::DELETE;
-                let http = conversations.get(&mcp_session);
+                // A GET outside any Streamable HTTP session may be the older transport's
+                // stream, which opens a conversation of its own.
+                let endpoints = (request.method() == http::Method::GET
+                    && conversation == Conversation::Header(String::new()))
+                .then(|| Arc::clone(&conversations) as Arc<dyn Endpoints>);
                 let max = conversations.max_message_bytes;
-                let response = mcp_exchange::exchange(request, http, &origin, max).await;
+                let response = mcp_exchange::exchange(request, http, &origin, max, endpoints).await;
                 if ended {
-                    conversations.end(&mcp_session);
+                    conversations.end(conversation);
                 }
                 Ok::<_, Infallible>(response)
             }
         });
         serve_http(client, service, destination).await;
+    }
+}
+
+impl Endpoints for Conversations {
+    fn open(&self, endpoint: &str) -> Arc<McpHttp> {
+        let conversation = Conversation::Endpoint(endpoint.to_owned());
+        // A stream that names an endpoint already in use starts that conversation anew.
+        self.end(conversation.clone());
+        self.get(conversation)
+    }
+
+    fn close(&self, endpoint: &str, http: &Arc<McpHttp>) {
+        let key = self.key(Conversation::Endpoint(endpoint.to_owned()));
+        let mut map = lock(&self.map);
+        if map.get(&key).is_some_and(|kept| Arc::ptr_eq(kept, http)) {
+            map.remove(&key);
+        }
     }
 }
 

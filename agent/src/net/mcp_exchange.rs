@@ -17,21 +17,24 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::{Body, Frame, Incoming};
 
-use super::mcp_http::{ClientAction, McpHttp, ServerEvents};
-use super::origin::Origin;
+use super::mcp_http::{ClientAction, Endpoints, McpHttp, ServerEvents};
+use super::origin::{Origin, OriginError};
+use crate::audit::{Action, Event, EventKind};
 use crate::proxy::{ResponseBody, full};
 
 /// The header Streamable HTTP names a conversation by.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Answers one request of the client; `http` is the conversation it belongs to.
+/// Answers one request of the client; `http` is the conversation it belongs to. `endpoints`,
+/// for a GET that may open an older-transport conversation, is where it is kept.
 pub async fn exchange(
     request: Request<Incoming>,
     http: Arc<McpHttp>,
     origin: &Origin,
     max_message_bytes: usize,
+    endpoints: Option<Arc<dyn Endpoints>>,
 ) -> Response<ResponseBody> {
-    match forward(request, &http, origin, max_message_bytes).await {
+    match forward(request, &http, origin, max_message_bytes, endpoints).await {
         Ok(response) => response,
         Err((status, reason)) => refusal(status, &reason),
     }
@@ -44,6 +47,7 @@ async fn forward(
     http: &Arc<McpHttp>,
     origin: &Origin,
     max_message_bytes: usize,
+    endpoints: Option<Arc<dyn Endpoints>>,
 ) -> Result<Response<ResponseBody>, Refused> {
     let (mut head, body) = request.into_parts();
     let body = Limited::new(body, max_message_bytes)
@@ -76,6 +80,28 @@ async fn forward(
     head.headers.remove(header::CONTENT_LENGTH);
     let request = Request::from_parts(head, Full::new(body));
     let response = origin.send(request).await.map_err(|e| {
+        if let OriginError::Fingerprint {
+            addr,
+            expected,
+            found,
+        } = &e
+        {
+            // Not a failure of the server: a policy refusal, on the session's trail.
+            http.record(
+                Event::new(
+                    EventKind::McpNetworkConnection,
+                    http.server(),
+                    Action::Block,
+                    e.to_string(),
+                )
+                .rule("tls_fingerprint")
+                .details(serde_json::json!({
+                    "address": addr.to_string(),
+                    "expected": expected,
+                    "found": found,
+                })),
+            );
+        }
         (
             StatusCode::BAD_GATEWAY,
             format!("MCP server {}: {e}", origin.authority()),
@@ -109,7 +135,10 @@ async fn forward(
             }
         }
         Some("text/event-stream") => {
-            let events = http.server_events(max_message_bytes);
+            let mut events = http.server_events(max_message_bytes);
+            if let Some(endpoints) = endpoints {
+                events = events.with_endpoints(endpoints);
+            }
             let body = InspectedEvents {
                 inner: body,
                 events,
@@ -158,6 +187,10 @@ impl Body for InspectedEvents {
         loop {
             if this.done {
                 return Poll::Ready(None);
+            }
+            // agentsh's own answers (older transport), between the server's events.
+            if let Some(answer) = this.events.injected(cx) {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(answer)))));
             }
             let mut out = Vec::new();
             match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use agentsh::api::protocol::{Hello, Role, ops};
 use agentsh::api::{Client, ClientError, default_socket_path};
 use agentsh::config::{self, CgroupParent, ConfigError, DaemonConfig, Enforcement};
-use agentsh::kernel::{self, PIN_DIR};
+use agentsh::kernel::{self, PIN_DIR, caps};
 use anyhow::{Context as _, Result};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
@@ -30,11 +30,6 @@ pub struct Args {
 /// The kernel programs need cgroup bpf_links (5.7) and a BPF ring buffer (5.8).
 const MIN_KERNEL: (u32, u32) = (5, 8);
 const BTF: &str = "/sys/kernel/btf/vmlinux";
-// Capability bits, include/uapi/linux/capability.h.
-const CAP_NET_ADMIN: u32 = 12;
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
-const CAP_BPF: u32 = 39;
 /// What `agentshd` sets on its socket: every local user's sessions ask it for verdicts.
 const SOCKET_MODE: u32 = 0o666;
 /// `session::trust`: agents open their own bundle by name but cannot list the sessions.
@@ -449,47 +444,6 @@ fn cgroup_check(f: &Facts) -> Check {
     }
 }
 
-/// CapEff from a /proc/PID/status text: the effective capabilities, a hex bit mask.
-fn parse_cap_eff(status: &str) -> Option<u64> {
-    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-    u64::from_str_radix(hex.trim(), 16).ok()
-}
-
-fn has_cap(caps: u64, bit: u32) -> bool {
-    caps & (1 << bit) != 0
-}
-
-/// What the kernel programs need that `caps` lacks: loading (CAP_BPF, CAP_PERFMON for the
-/// verifier's pointer rules) and attaching to cgroups (CAP_NET_ADMIN). CAP_SYS_ADMIN covers
-/// the first two, as on kernels before 5.8, which have only it.
-fn missing_caps(caps: u64) -> Vec<&'static str> {
-    let admin = has_cap(caps, CAP_SYS_ADMIN);
-    let mut missing = Vec::new();
-    if !admin && !has_cap(caps, CAP_BPF) {
-        missing.push("CAP_BPF");
-    }
-    if !admin && !has_cap(caps, CAP_PERFMON) {
-        missing.push("CAP_PERFMON");
-    }
-    if !has_cap(caps, CAP_NET_ADMIN) {
-        missing.push("CAP_NET_ADMIN");
-    }
-    missing
-}
-
-fn present_caps(caps: u64) -> Vec<&'static str> {
-    [
-        ("CAP_BPF", CAP_BPF),
-        ("CAP_PERFMON", CAP_PERFMON),
-        ("CAP_SYS_ADMIN", CAP_SYS_ADMIN),
-        ("CAP_NET_ADMIN", CAP_NET_ADMIN),
-    ]
-    .into_iter()
-    .filter(|(_, bit)| has_cap(caps, *bit))
-    .map(|(name, _)| name)
-    .collect()
-}
-
 fn bpf_check(f: &Facts) -> Check {
     const NAME: &str = "bpf";
     if let Some(off) = f.kernel_off() {
@@ -500,15 +454,12 @@ fn bpf_check(f: &Facts) -> Check {
     let daemon = f.daemon_pid().and_then(|pid| {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
-            .and_then(|s| parse_cap_eff(&s))
+            .and_then(|s| caps::parse_cap_eff(&s))
             .map(|caps| (format!("agentshd (pid {pid})"), caps))
     });
     let (who, caps) = match daemon {
         Some(found) => found,
-        None => match std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| parse_cap_eff(&s))
-        {
+        None => match caps::effective() {
             Some(caps) => (format!("this process (uid {})", Uid::effective()), caps),
             None => {
                 return Check::warn(
@@ -519,9 +470,12 @@ fn bpf_check(f: &Facts) -> Check {
             }
         },
     };
-    let missing = missing_caps(caps);
+    let missing = caps::missing(caps);
     if missing.is_empty() {
-        return Check::ok(NAME, format!("{who} has {}", present_caps(caps).join(", ")));
+        return Check::ok(
+            NAME,
+            format!("{who} has {}", caps::present(caps).join(", ")),
+        );
     }
     Check::fail(
         NAME,
@@ -985,41 +939,6 @@ fn lines(diagnostics: &[config::Diagnostic]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const ROOT_STATUS: &str = "Name:\tcat\nUmask:\t0022\nCapInh:\t0000000000000000\n\
-        CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nCapBnd:\t000001ffffffffff\n";
-
-    #[test]
-    fn cap_eff_is_read_as_a_hex_mask() {
-        assert_eq!(parse_cap_eff(ROOT_STATUS), Some(0x1ff_ffff_ffff));
-        assert_eq!(parse_cap_eff("CapEff:\t0000000000000000\n"), Some(0));
-        assert_eq!(parse_cap_eff("CapPrm:\t00000000000000ff\n"), None);
-        assert_eq!(parse_cap_eff("CapEff:\tnot hex\n"), None);
-        assert_eq!(parse_cap_eff(""), None);
-    }
-
-    #[test]
-    fn root_lacks_nothing_and_an_empty_set_lacks_everything() {
-        assert!(missing_caps(0x1ff_ffff_ffff).is_empty());
-        assert_eq!(missing_caps(0), ["CAP_BPF", "CAP_PERFMON", "CAP_NET_ADMIN"]);
-    }
-
-    #[test]
-    fn cap_sys_admin_stands_in_for_bpf_and_perfmon_not_net_admin() {
-        let admin = 1 << CAP_SYS_ADMIN;
-        assert_eq!(missing_caps(admin), ["CAP_NET_ADMIN"]);
-        assert!(missing_caps(admin | 1 << CAP_NET_ADMIN).is_empty());
-        let granted = 1 << CAP_BPF | 1 << CAP_PERFMON | 1 << CAP_NET_ADMIN;
-        assert!(missing_caps(granted).is_empty());
-        assert_eq!(
-            present_caps(granted),
-            ["CAP_BPF", "CAP_PERFMON", "CAP_NET_ADMIN"]
-        );
-        assert_eq!(
-            missing_caps(1 << CAP_BPF | 1 << CAP_NET_ADMIN),
-            ["CAP_PERFMON"]
-        );
-    }
 
     #[test]
     fn kernel_releases_give_major_and_minor() {

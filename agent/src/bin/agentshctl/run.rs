@@ -36,7 +36,8 @@ pub struct Args {
     #[arg(long)]
     no_launchers: bool,
     /// Without kernel redirection (containers, hosts without BPF): point the agent's SDKs at
-    /// agentshd's LLM proxy through ANTHROPIC_BASE_URL and OPENAI_BASE_URL.
+    /// agentshd's LLM proxy through ANTHROPIC_BASE_URL and OPENAI_BASE_URL. What happens
+    /// anyway when agentshd has no kernel enforcement.
     #[arg(long)]
     no_kernel: bool,
     /// The agent and its arguments.
@@ -145,6 +146,19 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     // Nothing more to ask: the connection goes before the agent runs.
     drop(client);
     let session = &created.session;
+    // Only with kernel enforcement does the daemon hand out a CA bundle: without it nothing
+    // redirects the agent's connections, and its SDKs are pointed at the LLM proxy.
+    let explicit = args.no_kernel || created.trust_bundle.is_none();
+    if !args.no_kernel && explicit {
+        eprintln!(
+            "agentshctl: agentshd has no kernel enforcement: {}",
+            if created.proxy.is_some() {
+                "the agent's SDKs are pointed at its LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL)"
+            } else {
+                "and no LLM proxy (proxy.listen): only the MCP servers started through the launcher shims are guarded"
+            }
+        );
+    }
     let launcher_dir = if created.launcher.enabled && !args.no_launchers {
         Some(make_launcher_dir(
             session.id.as_str(),
@@ -160,7 +174,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         message.push_str(&dir.display().to_string());
     }
     message.push('\n');
-    if let (true, Some(proxy)) = (args.no_kernel, &created.proxy) {
+    if let (true, Some(proxy)) = (explicit, &created.proxy) {
         for (name, value) in [
             ("ANTHROPIC_BASE_URL", &proxy.anthropic_base_url),
             ("OPENAI_BASE_URL", &proxy.openai_base_url),
@@ -168,7 +182,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             message.push_str(&format!("{name}={value}\n"));
         }
     }
-    if let (false, Some(bundle)) = (args.no_kernel, &created.trust_bundle) {
+    if let (false, Some(bundle)) = (explicit, &created.trust_bundle) {
         // The transparent proxy's certificates are the session CA's: every TLS stack the
         // agent may use is pointed at the bundle that holds it.
         for name in agentsh::session::ca::TRUST_VARIABLES {
