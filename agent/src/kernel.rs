@@ -53,7 +53,9 @@ const PROGRAMS: [&str; 5] = [
 pub enum KernelError {
     #[error("this build has no kernel programs (it was built with AYA_BUILD_SKIP=1)")]
     NotBuilt,
-    #[error("loading the kernel programs failed: {0} (needs root or CAP_BPF + CAP_NET_ADMIN)")]
+    #[error(
+        "loading the kernel programs failed: {0} (needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+    )]
     Load(#[from] aya::EbpfError),
     #[error("kernel program {name}: {source}")]
     Program {
