@@ -14,6 +14,7 @@ use serde_json::Value;
 pub mod daemon;
 pub mod kernel;
 pub mod llm;
+pub mod network;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

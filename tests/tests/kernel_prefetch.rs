@@ -4,51 +4,12 @@
 //! registry and the trail). A server that is down is recorded as such; a server the policy
 //! denies is never contacted. Needs root (CI runs as root).
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentsh_tests::daemon::Daemon;
 use agentsh_tests::kernel::can_load_hooks;
+use agentsh_tests::network::{everything, free_port};
 use serde_json::Value;
-
-/// server-everything in `mode` on a free port of 127.0.0.9, listening when this returns.
-fn everything(mode: &str) -> (Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.9:0")
-        .and_then(|probe| probe.local_addr())
-        .expect("a free port")
-        .port();
-    let server = Command::new("node")
-        .arg(agentsh_tests::npm_server(
-            "@modelcontextprotocol/server-everything",
-        ))
-        .arg(mode)
-        .env("PORT", port.to_string())
-        .current_dir(agentsh_tests::peers())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.9", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything {mode} did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (server, port)
-}
-
-struct Servers(Vec<Child>);
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        for server in &mut self.0 {
-            let _ = server.kill();
-            let _ = server.wait();
-        }
-    }
-}
 
 /// The events of `server`'s fetch at the start of the session that ran `true`, once there.
 fn prefetch_events(daemon: &Daemon, servers: &[&str]) -> Vec<Value> {
@@ -99,22 +60,14 @@ fn assert_fetched(events: &[Value], server: &str) {
     assert!(seen.contains(&"echo"), "{server}: tools seen {seen:?}");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.9:0")
-        .and_then(|probe| probe.local_addr())
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn streamable_http_servers_tools_are_fetched_at_session_start_denied_ones_never() {
     if !can_load_hooks("prefetch_streamable") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (server, port) = everything("streamableHttp");
-    let _server = Servers(vec![server]);
-    let (down_port, denied_port) = (free_port(), free_port());
+    let (_server, port) = everything("streamableHttp", "127.0.0.9", None);
+    let (down_port, denied_port) = (free_port("127.0.0.9"), free_port("127.0.0.9"));
     let policy = format!(
         r#"
 sandbox:
@@ -151,8 +104,7 @@ fn http_sse_servers_tools_are_fetched_at_session_start() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (server, port) = everything("sse");
-    let _server = Servers(vec![server]);
+    let (_server, port) = everything("sse", "127.0.0.9", None);
     let policy = format!(
         r#"
 sandbox:

@@ -236,29 +236,7 @@ fn mcp_over_streamable_http_goes_through_the_same_engine() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.8:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
-    let mut server = std::process::Command::new("node")
-        .arg(agentsh_tests::npm_server(
-            "@modelcontextprotocol/server-everything",
-        ))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .current_dir(agentsh_tests::peers())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.8", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "server-everything did not listen"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let (server, port) = agentsh_tests::network::everything("streamableHttp", "127.0.0.8", None);
     let url = format!("http://127.0.0.8:{port}/mcp");
     let policy = format!(
         r#"
@@ -280,8 +258,7 @@ sandbox:
         "mcp-http",
         &format!("node mcp-client.mjs '{steps_json}' --url {url}"),
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     let answers = steps(&out.stdout);
     assert_eq!(answers.len(), 3, "{}", out.stdout);

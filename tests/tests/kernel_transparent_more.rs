@@ -6,55 +6,15 @@
 //! enforcement is `auto`, and refuses to start, naming what is missing, when `required`).
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentsh_tests::daemon::{Daemon, steps};
 use agentsh_tests::kernel::can_load_hooks;
 use agentsh_tests::llm::{FakeUpstream, ServerCert, TestCa, sdk_command};
-use agentsh_tests::{npm_server, peers, tool_names};
+use agentsh_tests::network::{Peer, everything};
+use agentsh_tests::{peers, tool_names};
 use serde_json::Value;
-
-/// A free port on `host` (the servers below listen on every address).
-fn free_port(host: &str) -> u16 {
-    let probe = std::net::TcpListener::bind((host, 0)).expect("bind a probe");
-    probe.local_addr().expect("probe address").port()
-}
-
-fn wait_listening(host: &str, port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect((host, port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A child process killed on drop.
-struct Peer(Child);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// server-everything in `mode` on a free port, reached at `host`; its stderr in `log`.
-fn everything(mode: &str, host: &str, log: &Path) -> (Peer, u16) {
-    let port = free_port(host);
-    let child = Command::new("node")
-        .arg(npm_server("@modelcontextprotocol/server-everything"))
-        .arg(mode)
-        .env("PORT", port.to_string())
-        .current_dir(peers())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("create the server's log"))
-        .spawn()
-        .expect("start server-everything");
-    let peer = Peer(child);
-    wait_listening(host, port, "server-everything");
-    (peer, port)
-}
 
 /// The daemon's events of one session.
 fn session_events(daemon: &Daemon, name: &str) -> Vec<Value> {
@@ -101,7 +61,7 @@ fn mcp_over_the_older_sse_transport_goes_through_the_same_engine() {
     }
     let dir = tempfile::tempdir().unwrap();
     let server_log = dir.path().join("everything.log");
-    let (server, port) = everything("sse", "127.0.0.12", &server_log);
+    let (server, port) = everything("sse", "127.0.0.12", Some(&server_log));
     let url = format!("http://127.0.0.12:{port}/sse");
     let policy = format!(
         r#"
@@ -290,7 +250,11 @@ fn a_declared_server_s_tls_fingerprint_is_enforced_end_to_end() {
     }
     let dir = tempfile::tempdir().unwrap();
     let host = "127.0.0.13";
-    let (server, port) = everything("streamableHttp", host, &dir.path().join("everything.log"));
+    let (server, port) = everything(
+        "streamableHttp",
+        host,
+        Some(&dir.path().join("everything.log")),
+    );
     let ca = TestCa::new(dir.path(), "mcp-ca");
     let pinned_cert = ca.issue(dir.path(), "pinned", &[host]);
     let swapped_cert = ca.issue(dir.path(), "swapped", &[host]);
