@@ -3,6 +3,7 @@
 //! Engine modules (`mcp`, `inspect`, `policy`, `analyzer`) do no I/O: bytes and observations in, verdicts
 //! and events out.
 
+pub mod alerts;
 pub mod analyzer;
 pub mod api;
 pub mod audit;

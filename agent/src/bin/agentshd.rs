@@ -15,9 +15,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsh::alerts::Webhook;
 use agentsh::api::client::default_socket_path;
 use agentsh::api::protocol::{CustomServerSetting, LauncherSettings, ProxyEndpoints};
-use agentsh::audit::{Action, Event, EventKind, EventSink};
+use agentsh::audit::{Action, Event, EventKind, EventSink, Fanout};
 use agentsh::config::Enforcement as Enforce;
 use agentsh::config::{self, DaemonConfig};
 use agentsh::daemon::enforcement::Enforcement;
@@ -141,7 +142,17 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     let rules = Rules::compile(policy).context("building the detector")?;
     let log = Arc::new(EventLog::open(&config.state_dir).context("opening the event log")?);
     let pins = PinStore::open(&config.state_dir).context("opening the pin store")?;
-    let sink: Arc<dyn EventSink> = log.clone();
+    let webhook = match &config.alerts.webhook_url {
+        None => None,
+        Some(url) => Some(Arc::new(
+            Webhook::start(url.clone(), &config.proxy.extra_roots)
+                .context("on_detection.webhook_url")?,
+        )),
+    };
+    let sink: Arc<dyn EventSink> = match &webhook {
+        None => log.clone(),
+        Some(webhook) => Arc::new(Fanout(vec![log.clone(), webhook.clone()])),
+    };
     let engine = Arc::new(Engine::new(rules, Some(pins), sink));
 
     let sessions = Sessions::new(&config.sessions.cgroup_parent);
@@ -291,6 +302,9 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     for limitation in &limitations {
         say!("agentshd: limitation: {limitation}");
     }
+    if let Some(url) = &config.alerts.webhook_url {
+        say!("agentshd: blocks and critical detections are sent to {url}");
+    }
     for line in &resumed {
         say!("agentshd: {line}");
     }
@@ -321,6 +335,10 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     notify("STOPPING=1");
     proxy.sync_bodies();
     log.close();
+    if let Some(webhook) = &webhook {
+        // What is queued still gets its retries; a dead webhook costs at most their waits.
+        webhook.close();
+    }
     // The accept thread still holds the listener; the path goes now.
     let _ = std::fs::remove_file(listener.path());
     say!("agentshd: stopped");

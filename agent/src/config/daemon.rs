@@ -8,6 +8,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::alerts::{self, AlertsConfig};
 use super::diagnostic::{ConfigError, Diagnostic, Location, Report};
 use super::formats::check_id;
 use super::kernel::{self, KernelConfig};
@@ -48,6 +49,7 @@ const ROOT_KEYS: &[&str] = &[
     "tls",
     "dlp",
     "kernel",
+    "on_detection",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -72,6 +74,8 @@ pub struct DaemonConfig {
     pub proxy: ProxyConfig,
     /// `kernel`: the eBPF hooks and the transparent proxy.
     pub kernel: KernelConfig,
+    /// `on_detection`: alerts sent as they happen.
+    pub alerts: AlertsConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -156,6 +160,7 @@ impl DaemonConfig {
             launcher: LauncherConfig::default(),
             proxy: ProxyConfig::default(),
             kernel: KernelConfig::default(),
+            alerts: AlertsConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -186,6 +191,10 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .get("kernel")
         .map(|n| kernel::read(r, n))
         .unwrap_or_default();
+    let alerts = f
+        .get("on_detection")
+        .map(|n| alerts::read(r, n))
+        .unwrap_or_default();
     if proxy.listen.is_none() && kernel.enforcement == Enforcement::Off {
         for key in ["providers", "tls", "dlp"] {
             if f.has(key) {
@@ -214,6 +223,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
             .unwrap_or_default(),
         proxy,
         kernel,
+        alerts,
         warnings: Vec::new(),
     })
 }

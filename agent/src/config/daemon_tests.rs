@@ -490,3 +490,30 @@ fn kernel_section() {
         ]
     );
 }
+
+#[test]
+fn on_detection_names_a_webhook_and_bad_ones_are_located() {
+    let c = ok(&format!(
+        "{MINIMAL}on_detection:\n  webhook_url: https://hooks.example.com/agentsh\n"
+    ));
+    assert_eq!(
+        c.alerts.webhook_url.map(String::from).as_deref(),
+        Some("https://hooks.example.com/agentsh")
+    );
+    assert_eq!(ok(MINIMAL).alerts.webhook_url, None);
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}on_detection:\n  webhook_url: ftp://hooks.example.com/\n"
+        )),
+        [
+            "d.yaml:4:16: error: `on_detection.webhook_url`: `ftp://hooks.example.com/` must be https (or http), not ftp"
+        ]
+    );
+    assert!(errors(&format!("{MINIMAL}on_detection:\n  webhook: x\n"))[0].contains("webhook"),);
+    assert!(
+        errors(&format!(
+            "{MINIMAL}on_detection:\n  webhook_url: not a url\n"
+        ))[0]
+            .contains("is not a URL")
+    );
+}

@@ -19,6 +19,7 @@
 //! The daemon's own config file (`agentshd --config`) is read the same way by `daemon`, so its
 //! errors look the same: [`load_daemon_file`] / [`load_daemon_str`] return a [`DaemonConfig`].
 
+mod alerts;
 mod daemon;
 mod diagnostic;
 mod formats;
@@ -38,6 +39,7 @@ mod daemon_tests;
 #[cfg(test)]
 mod tests;
 
+pub use alerts::AlertsConfig;
 pub use daemon::{
     CgroupParent, CustomServer, DEFAULT_DAEMON_CONFIG, DaemonConfig, LauncherConfig,
     SessionsConfig, load_daemon_file, load_daemon_str,
