@@ -27,7 +27,7 @@ use agentsh::engine::{Engine, Rules};
 use agentsh::kernel::{KernelPrograms, caps};
 use agentsh::session::trust::Trust;
 use agentsh::session::{Sessions, Tracking};
-use agentsh::store::{EventLog, PinStore};
+use agentsh::store::{EventLog, PinStore, Retention};
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
@@ -140,7 +140,13 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         eprintln!("{warning}");
     }
     let rules = Rules::compile(policy).context("building the detector")?;
-    let log = Arc::new(EventLog::open(&config.state_dir).context("opening the event log")?);
+    let retention = Retention {
+        max_age: Some(config.retention.max_age),
+        max_bytes: Some(config.retention.max_bytes),
+    };
+    let log = Arc::new(
+        EventLog::open_with(&config.state_dir, retention).context("opening the event log")?,
+    );
     let pins = PinStore::open(&config.state_dir).context("opening the pin store")?;
     let webhook = match &config.alerts.webhook_url {
         None => None,

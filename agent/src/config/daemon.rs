@@ -17,6 +17,7 @@ use super::load::{parse_document, read_source};
 use super::patterns::NameGlob;
 use super::proxy::{self, ProxyConfig};
 use super::reader::{self, Fields};
+use super::retention::{self, RetentionConfig};
 use super::yaml::Node;
 
 /// Where `agentshd` looks when `--config` is not given.
@@ -50,6 +51,7 @@ const ROOT_KEYS: &[&str] = &[
     "dlp",
     "kernel",
     "on_detection",
+    "retention",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -76,6 +78,8 @@ pub struct DaemonConfig {
     pub kernel: KernelConfig,
     /// `on_detection`: alerts sent as they happen.
     pub alerts: AlertsConfig,
+    /// `retention`: how much of the audit trail is kept.
+    pub retention: RetentionConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -161,6 +165,7 @@ impl DaemonConfig {
             proxy: ProxyConfig::default(),
             kernel: KernelConfig::default(),
             alerts: AlertsConfig::default(),
+            retention: RetentionConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -195,6 +200,10 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .get("on_detection")
         .map(|n| alerts::read(r, n))
         .unwrap_or_default();
+    let retention = f
+        .get("retention")
+        .map(|n| retention::read(r, n))
+        .unwrap_or_default();
     if proxy.listen.is_none() && kernel.enforcement == Enforcement::Off {
         for key in ["providers", "tls", "dlp"] {
             if f.has(key) {
@@ -224,6 +233,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         proxy,
         kernel,
         alerts,
+        retention,
         warnings: Vec::new(),
     })
 }

@@ -162,7 +162,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention)"
         ]
     );
 }
@@ -516,4 +516,23 @@ fn on_detection_names_a_webhook_and_bad_ones_are_located() {
         ))[0]
             .contains("is not a URL")
     );
+}
+
+#[test]
+fn retention_bounds_the_trail_by_default_and_takes_days_and_megabytes() {
+    let d = ok(MINIMAL).retention;
+    assert_eq!(d.max_age, std::time::Duration::from_secs(90 * 86_400));
+    assert_eq!(d.max_bytes, 1024 << 20);
+    let c = ok(&format!(
+        "{MINIMAL}retention:\n  max_age_days: 7\n  max_megabytes: 64\n"
+    ))
+    .retention;
+    assert_eq!(c.max_age, std::time::Duration::from_secs(7 * 86_400));
+    assert_eq!(c.max_bytes, 64 << 20);
+    let bad = errors(&format!("{MINIMAL}retention:\n  max_age_days: 0\n"));
+    assert!(
+        bad[0].starts_with("d.yaml:4:17: error:") && bad[0].contains("max_age_days"),
+        "{bad:?}"
+    );
+    assert!(errors(&format!("{MINIMAL}retention:\n  max_days: 3\n"))[0].contains("max_days"));
 }

@@ -30,6 +30,7 @@ mod mcp_section;
 mod patterns;
 mod proxy;
 mod reader;
+mod retention;
 mod schema;
 mod validate;
 mod yaml;
@@ -55,6 +56,7 @@ pub use patterns::{
     ArgPattern, ArgSelector, GlobError, NameGlob, NameRegex, PathGlob, Subject, ToolMatcher,
 };
 pub use proxy::{BodyStorage, Dlp, DlpPattern, ProxyConfig};
+pub use retention::RetentionConfig;
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
     Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,

@@ -21,12 +21,14 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
+use super::retention::{self, Pruned, Retention};
 use crate::audit::{Action, Event, EventKind, EventSink};
 use crate::config::Severity;
 
-const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
-const BY_SESSION: TableDefinition<(&str, u64), ()> = TableDefinition::new("events_by_session");
-const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+pub(super) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+pub(super) const BY_SESSION: TableDefinition<(&str, u64), ()> =
+    TableDefinition::new("events_by_session");
+pub(super) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 
 const JOURNAL: &str = "events.journal";
 const OLD_JOURNAL: &str = "events.journal.old";
@@ -145,6 +147,7 @@ struct Shared {
     /// The highest sequence number redb has committed.
     committed: Mutex<u64>,
     committed_changed: Condvar,
+    retention: Retention,
 }
 
 struct Journal {
@@ -165,8 +168,14 @@ struct Queued {
 }
 
 impl EventLog {
-    /// Opens `<dir>/events.redb`, replays the journal into it and starts the writer thread.
+    /// Opens `<dir>/events.redb`, replays the journal into it and starts the writer thread;
+    /// the trail keeps everything.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, Retention::default())
+    }
+
+    /// [`Self::open`], the writer deleting what `retention` does not keep.
+    pub fn open_with(dir: &Path, retention: Retention) -> Result<Self, StoreError> {
         super::create_state_dir(dir)?;
         let path = dir.join("events.redb");
         let db = Database::create(&path).map_err(|source| StoreError::Open {
@@ -225,6 +234,7 @@ impl EventLog {
             }),
             committed: Mutex::new(committed),
             committed_changed: Condvar::new(),
+            retention,
         });
         let writer = {
             let shared = Arc::clone(&shared);
@@ -237,6 +247,17 @@ impl EventLog {
             shared,
             writer: Mutex::new(Some(writer)),
         })
+    }
+
+    /// Deletes now what the retention does not keep (the writer also does, every
+    /// [`retention::PRUNE_INTERVAL`]).
+    pub fn prune(&self) -> Result<Pruned, StoreError> {
+        retention::prune(
+            &self.shared.db,
+            &self.shared.path,
+            &self.shared.retention,
+            SystemTime::now(),
+        )
     }
 
     /// Waits until redb has every event recorded so far (or the patience runs out; the
@@ -469,7 +490,18 @@ impl Shared {
 fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
     yield_to_verdicts();
     let mut failing = false;
-    while let Ok(first) = rx.recv() {
+    let mut pruner = Pruner::default();
+    // At start, then between commits (or while idle) every interval.
+    pruner.run(shared);
+    loop {
+        let first = match rx.recv_timeout(retention::PRUNE_INTERVAL) {
+            Ok(first) => first,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                pruner.run(shared);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
         // Group commit: what arrives within the window shares one commit (and its fsync).
         // Under steady traffic one commit per event cost more CPU than the requests it
         // recorded; the journal already holds every event, and `flush` waits for the window.
@@ -495,6 +527,41 @@ fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
             Err(err) if !failing => {
                 eprintln!("agentshd: events not committed (kept in the journal): {err}");
                 failing = true;
+            }
+            Err(_) => {}
+        }
+        if pruner.is_due() {
+            pruner.run(shared);
+        }
+    }
+}
+
+/// The writer's retention runs: when the last was, and whether it failed (said once).
+#[derive(Default)]
+struct Pruner {
+    last: Option<std::time::Instant>,
+    failing: bool,
+}
+
+impl Pruner {
+    fn is_due(&self) -> bool {
+        self.last
+            .is_none_or(|last| last.elapsed() >= retention::PRUNE_INTERVAL)
+    }
+
+    fn run(&mut self, shared: &Shared) {
+        self.last = Some(std::time::Instant::now());
+        let pruned = retention::prune(
+            &shared.db,
+            &shared.path,
+            &shared.retention,
+            SystemTime::now(),
+        );
+        match pruned {
+            Ok(_) => self.failing = false,
+            Err(err) if !self.failing => {
+                eprintln!("agentshd: old events not pruned (retention): {err}");
+                self.failing = true;
             }
             Err(_) => {}
         }
@@ -573,7 +640,7 @@ fn replay(db: &Database, path: &Path, dir: &Path, committed: u64) -> Result<u64,
     Ok(last)
 }
 
-fn db_err(path: &Path, what: &'static str, err: impl Into<redb::Error>) -> StoreError {
+pub(super) fn db_err(path: &Path, what: &'static str, err: impl Into<redb::Error>) -> StoreError {
     StoreError::Database {
         path: path.to_owned(),
         what,

@@ -13,12 +13,14 @@ mod body_files;
 mod events;
 mod links;
 mod pins;
+mod retention;
 
 pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
 pub use body_files::Reporter as BodyReporter;
 pub use events::{EventLog, EventQuery, SessionRecord};
 pub use links::{LINK_WINDOW, link_calls};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
+pub use retention::{Pruned, Retention};
 
 /// Creates the state dir (and its parents) readable by its owner only: pins and the audit
 /// trail name tools and reasons that are nobody else's business.

@@ -1,0 +1,302 @@
+//! Retention of the audit trail: events older than `max_age`, and the oldest events while the
+//! stored events are past `max_bytes`, are deleted (with their session index entries, and the
+//! records of sessions that ended before `max_age`). redb reuses the freed pages, so on a busy
+//! runner the file stays bounded instead of growing for ever.
+//!
+//! The event writer runs this between commits, at most every `PRUNE_INTERVAL`: pruning costs a
+//! scan of the oldest events, never of the whole trail.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+use super::StoreError;
+use super::events::{BY_SESSION, EVENTS, SESSIONS, SessionRecord, db_err};
+use crate::audit::Event;
+
+/// How often the writer looks.
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(10);
+/// Past `max_bytes`, events go until this share of it is left: a margin, so that the next
+/// few events do not start another prune at once.
+const SIZE_TARGET: f64 = 0.8;
+/// Events deleted per transaction at most (a large prune is several short ones).
+const PER_TRANSACTION: usize = 10_000;
+
+/// What the trail keeps; `None` is no bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age: Option<Duration>,
+    pub max_bytes: Option<u64>,
+}
+
+/// What one prune did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub events: u64,
+    pub sessions: u64,
+}
+
+/// Deletes what `retention` no longer keeps, as of `now`.
+pub fn prune(
+    db: &Database,
+    path: &Path,
+    retention: &Retention,
+    now: SystemTime,
+) -> Result<Pruned, StoreError> {
+    let mut pruned = Pruned::default();
+    if retention.max_age.is_none() && retention.max_bytes.is_none() {
+        return Ok(pruned);
+    }
+    let cutoff = retention.max_age.and_then(|age| now.checked_sub(age));
+    loop {
+        let (over, avg) = size_excess(db, path, retention)?;
+        // How many of the oldest events go for size alone.
+        let by_size = match over {
+            0 => 0,
+            over => over.div_ceil(avg.max(1)),
+        };
+        let deleted = delete_oldest(db, path, cutoff, by_size)?;
+        pruned.events += deleted;
+        if deleted < PER_TRANSACTION as u64 {
+            break;
+        }
+    }
+    if let Some(cutoff) = cutoff {
+        pruned.sessions = delete_ended_sessions(db, path, cutoff)?;
+    }
+    Ok(pruned)
+}
+
+/// Bytes of events past the size target (0 when within it), and the average event's size.
+fn size_excess(
+    db: &Database,
+    path: &Path,
+    retention: &Retention,
+) -> Result<(u64, u64), StoreError> {
+    let Some(max_bytes) = retention.max_bytes else {
+        return Ok((0, 1));
+    };
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let events = txn
+        .open_table(EVENTS)
+        .map_err(|e| db_err(path, "open events", e))?;
+    let stats = events.stats().map_err(|e| db_err(path, "stats", e))?;
+    let stored = stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
+    let count = events.len().map_err(|e| db_err(path, "count", e))?;
+    if stored <= max_bytes || count == 0 {
+        return Ok((0, 1));
+    }
+    let target = (max_bytes as f64 * SIZE_TARGET) as u64;
+    Ok((stored - target, stored / count))
+}
+
+/// Deletes, oldest first, the events before `cutoff` and then `at_least` more (at most
+/// `PER_TRANSACTION` in all); how many went.
+fn delete_oldest(
+    db: &Database,
+    path: &Path,
+    cutoff: Option<SystemTime>,
+    at_least: u64,
+) -> Result<u64, StoreError> {
+    let txn = db
+        .begin_write()
+        .map_err(|e| db_err(path, "begin write", e))?;
+    let deleted;
+    {
+        let mut events = txn
+            .open_table(EVENTS)
+            .map_err(|e| db_err(path, "open events", e))?;
+        let mut doomed = Vec::new();
+        for entry in events.iter().map_err(|e| db_err(path, "read", e))? {
+            if doomed.len() >= PER_TRANSACTION {
+                break;
+            }
+            let (seq, bytes) = entry.map_err(|e| db_err(path, "read", e))?;
+            // An event that cannot be read is kept out of the way all the same.
+            let event: Option<Event> = serde_json::from_slice(bytes.value()).ok();
+            let old =
+                cutoff.is_some_and(|cutoff| event.as_ref().is_none_or(|e| e.timestamp < cutoff));
+            if !old && (doomed.len() as u64) >= at_least {
+                break;
+            }
+            doomed.push((seq.value(), event.and_then(|e| e.session)));
+        }
+        let mut index = txn
+            .open_table(BY_SESSION)
+            .map_err(|e| db_err(path, "open index", e))?;
+        for (seq, session) in &doomed {
+            events.remove(*seq).map_err(|e| db_err(path, "remove", e))?;
+            if let Some(session) = session {
+                index
+                    .remove((session.as_str(), *seq))
+                    .map_err(|e| db_err(path, "remove", e))?;
+            }
+        }
+        deleted = doomed.len() as u64;
+    }
+    txn.commit().map_err(|e| db_err(path, "commit", e))?;
+    Ok(deleted)
+}
+
+/// Deletes the records of sessions that ended before `cutoff`.
+fn delete_ended_sessions(
+    db: &Database,
+    path: &Path,
+    cutoff: SystemTime,
+) -> Result<u64, StoreError> {
+    let cutoff = cutoff
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let txn = db
+        .begin_write()
+        .map_err(|e| db_err(path, "begin write", e))?;
+    let removed;
+    {
+        let mut sessions = txn
+            .open_table(SESSIONS)
+            .map_err(|e| db_err(path, "open sessions", e))?;
+        let before = sessions.len().map_err(|e| db_err(path, "count", e))?;
+        sessions
+            .retain(|_, bytes| {
+                serde_json::from_slice::<SessionRecord>(bytes)
+                    .ok()
+                    .and_then(|record| record.ended_at)
+                    .is_none_or(|ended| ended >= cutoff)
+            })
+            .map_err(|e| db_err(path, "remove", e))?;
+        removed = before - sessions.len().map_err(|e| db_err(path, "count", e))?;
+    }
+    txn.commit().map_err(|e| db_err(path, "commit", e))?;
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{Action, EventKind, EventSink};
+    use crate::store::{EventLog, EventQuery};
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn event(i: usize) -> Event {
+        Event::new(
+            EventKind::McpToolCalled,
+            "fs",
+            Action::Allow,
+            format!("call {i}: {}", "x".repeat(300)),
+        )
+        .session("s1")
+        .tool("read_file")
+    }
+
+    fn all(log: &EventLog) -> Vec<Event> {
+        log.query(&EventQuery::default()).unwrap()
+    }
+
+    #[test]
+    fn past_the_size_bound_the_oldest_events_go_and_the_file_stops_growing() {
+        let dir = tempfile::tempdir().unwrap();
+        let max_bytes = 256 * 1024;
+        let log = EventLog::open_with(
+            dir.path(),
+            Retention {
+                max_age: None,
+                max_bytes: Some(max_bytes),
+            },
+        )
+        .unwrap();
+        let file = dir.path().join("events.redb");
+        let mut sizes = Vec::new();
+        let mut next = 0;
+        for _ in 0..6 {
+            // About 1.5 MB of events a round, six times the bound.
+            for _ in 0..4000 {
+                log.record(event(next));
+                next += 1;
+            }
+            log.flush();
+            let pruned = log.prune().unwrap();
+            assert!(pruned.events > 0);
+            sizes.push(std::fs::metadata(&file).unwrap().len());
+        }
+        let kept = all(&log);
+        let bytes: usize = kept.iter().map(|e| e.to_json_line().len()).sum();
+        assert!(bytes as u64 <= max_bytes, "{bytes} bytes of events kept");
+        // The newest stay, in order; the oldest went.
+        assert!(
+            kept.last()
+                .unwrap()
+                .reason
+                .starts_with(&format!("call {}:", next - 1))
+        );
+        assert!(!kept.iter().any(|e| e.reason.starts_with("call 0:")));
+        // Freed pages are reused: the file after six rounds is not six times the first's.
+        let (first, last) = (sizes[0], sizes[sizes.len() - 1]);
+        assert!(last <= first * 2, "the file grew: {sizes:?}");
+        // The session index went with its events.
+        let session = log
+            .query(&EventQuery {
+                sessions: Some(vec!["s1".into()]),
+                ..EventQuery::default()
+            })
+            .unwrap();
+        assert_eq!(session.len(), kept.len());
+    }
+
+    #[test]
+    fn events_and_ended_sessions_past_the_age_go_live_sessions_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open_with(
+            dir.path(),
+            Retention {
+                max_age: Some(30 * DAY),
+                max_bytes: None,
+            },
+        )
+        .unwrap();
+        let now = SystemTime::now();
+        for (i, age) in [40, 35, 31, 1, 0].into_iter().enumerate() {
+            let mut old = event(i);
+            old.timestamp = now - age * DAY;
+            log.record(old);
+        }
+        let record = |id: &str, ended_days_ago: Option<u32>| SessionRecord {
+            id: id.into(),
+            name: None,
+            owner_uid: 0,
+            owner: "root".into(),
+            command: vec!["true".into()],
+            cgroup: None,
+            placement: None,
+            policy: "p.yaml".into(),
+            policy_text: None,
+            started_at: 0,
+            ended_at: ended_days_ago.map(|d| {
+                (now - d * DAY)
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+            }),
+        };
+        log.put_session(&record("ended-long-ago", Some(40)))
+            .unwrap();
+        log.put_session(&record("ended-yesterday", Some(1)))
+            .unwrap();
+        log.put_session(&record("live", None)).unwrap();
+        log.flush();
+        // (The writer's own run at start may have taken the old session already.)
+        let pruned = log.prune().unwrap();
+        assert_eq!(pruned.events, 3);
+        let reasons: Vec<String> = all(&log)
+            .into_iter()
+            .map(|e| e.reason[..6].to_owned())
+            .collect();
+        assert_eq!(reasons, ["call 3", "call 4"]);
+        let ids: Vec<String> = log.sessions().unwrap().into_iter().map(|s| s.id).collect();
+        assert!(ids.contains(&"live".to_owned()) && ids.contains(&"ended-yesterday".to_owned()));
+        assert!(!ids.contains(&"ended-long-ago".to_owned()));
+        // Nothing more to do.
+        assert_eq!(log.prune().unwrap(), Pruned::default());
+    }
+}
