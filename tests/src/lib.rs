@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod kernel;
 pub mod llm;
 pub mod network;
+pub mod recorder;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -2,81 +2,13 @@
 //! and a webhook that is down when the block happens gets it once it is back (retried with
 //! backoff), while the session never waited for it. Needs root (cgroup sessions).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
-use serde_json::Value;
+use agentsh_tests::recorder::Recorder;
 
 const MEMORY: &str = "npx -y @modelcontextprotocol/server-memory";
-
-/// A webhook stand-in: answers 503 to the first `refuse` requests, 200 after; keeps the
-/// bodies it accepted and counts every request.
-#[derive(Default)]
-struct Received {
-    accepted: Vec<Value>,
-    requests: usize,
-    dropped_header: Vec<String>,
-}
-
-fn serve(listener: TcpListener, refuse: usize, received: Arc<Mutex<Received>>) {
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let received = Arc::clone(&received);
-            std::thread::spawn(move || {
-                let _ = answer(stream, refuse, &received);
-            });
-        }
-    });
-}
-
-/// Requests of one keep-alive connection, until it closes.
-fn answer(stream: TcpStream, refuse: usize, received: &Mutex<Received>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut out = stream;
-    loop {
-        let mut length = 0;
-        let mut dropped = String::new();
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if name.eq_ignore_ascii_case("x-agentsh-dropped") {
-                    dropped = value.trim().to_owned();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        let status = {
-            let mut received = received.lock().unwrap();
-            received.requests += 1;
-            if received.requests <= refuse {
-                "503 Service Unavailable"
-            } else {
-                received
-                    .accepted
-                    .push(serde_json::from_slice(&body).expect("a JSON event"));
-                received.dropped_header.push(dropped);
-                "200 OK"
-            }
-        };
-        write!(out, "HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n")?;
-    }
-}
 
 #[test]
 fn blocks_reach_the_webhook_and_an_outage_only_delays_them() {
@@ -108,18 +40,14 @@ sandbox:
     let session_took = started.elapsed();
 
     // Back up, and refusing once more (503) before it accepts.
-    let received = Arc::new(Mutex::new(Received::default()));
-    serve(
+    let webhook = Recorder::start(
         TcpListener::bind(addr).expect("the webhook's port again"),
         1,
-        Arc::clone(&received),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     let alert = loop {
-        let found = received
-            .lock()
-            .unwrap()
-            .accepted
+        let found = webhook
+            .accepted()
             .iter()
             .find(|e| e["event"] == "mcp_tool_called" && e["tool"] == "read_graph")
             .cloned();
@@ -136,16 +64,14 @@ sandbox:
     assert_eq!(alert["server"], "memory", "{alert}");
     assert_eq!(alert["reason"], "no reading the graph", "{alert}");
     assert!(alert["session"].is_string(), "{alert}");
-    let received = received.lock().unwrap();
-    assert!(received.requests >= 2, "the 503 was not retried");
-    assert_eq!(received.dropped_header[0], "0");
+    assert!(webhook.requests() >= 2, "the 503 was not retried");
+    assert_eq!(webhook.header("x-agentsh-dropped")[0], "0");
     // Only alerts are sent: the allowed list and the session's start are not.
+    let accepted = webhook.accepted();
     assert!(
-        received
-            .accepted
+        accepted
             .iter()
             .all(|e| e["action"] == "block" || e["severity"] == "critical"),
-        "{:#?}",
-        received.accepted
+        "{accepted:#?}"
     );
 }

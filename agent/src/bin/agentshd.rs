@@ -24,6 +24,7 @@ use agentsh::config::{self, DaemonConfig};
 use agentsh::daemon::enforcement::Enforcement;
 use agentsh::daemon::{self, Daemon, Listener, Settings};
 use agentsh::engine::{Engine, Rules};
+use agentsh::export::OtlpExporter;
 use agentsh::kernel::{KernelPrograms, caps};
 use agentsh::session::trust::Trust;
 use agentsh::session::{Sessions, Tracking};
@@ -154,6 +155,18 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             Webhook::start(url.clone(), &config.proxy.extra_roots)
                 .context("on_detection.webhook_url")?,
         )),
+    };
+    let exporter = match &config.otlp.endpoint {
+        None => None,
+        Some(endpoint) => Some(
+            OtlpExporter::start(
+                Arc::clone(&log),
+                endpoint,
+                &config.state_dir,
+                &config.proxy.extra_roots,
+            )
+            .context("otlp.endpoint")?,
+        ),
     };
     let sink: Arc<dyn EventSink> = match &webhook {
         None => log.clone(),
@@ -311,6 +324,9 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     if let Some(url) = &config.alerts.webhook_url {
         say!("agentshd: blocks and critical detections are sent to {url}");
     }
+    if let Some(endpoint) = &config.otlp.endpoint {
+        say!("agentshd: the audit trail is exported to {endpoint} (OTLP/HTTP logs)");
+    }
     for line in &resumed {
         say!("agentshd: {line}");
     }
@@ -340,6 +356,9 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     }
     notify("STOPPING=1");
     proxy.sync_bodies();
+    if let Some(exporter) = &exporter {
+        exporter.stop();
+    }
     log.close();
     if let Some(webhook) = &webhook {
         // What is queued still gets its retries; a dead webhook costs at most their waits.

@@ -10,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::alerts::{self, AlertsConfig};
 use super::diagnostic::{ConfigError, Diagnostic, Location, Report};
+use super::export::{self, OtlpConfig};
 use super::formats::check_id;
 use super::kernel::{self, KernelConfig};
 use super::keywords::Enforcement;
@@ -52,6 +53,7 @@ const ROOT_KEYS: &[&str] = &[
     "kernel",
     "on_detection",
     "retention",
+    "otlp",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -80,6 +82,8 @@ pub struct DaemonConfig {
     pub alerts: AlertsConfig,
     /// `retention`: how much of the audit trail is kept.
     pub retention: RetentionConfig,
+    /// `otlp`: where the audit trail is exported.
+    pub otlp: OtlpConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -166,6 +170,7 @@ impl DaemonConfig {
             kernel: KernelConfig::default(),
             alerts: AlertsConfig::default(),
             retention: RetentionConfig::default(),
+            otlp: OtlpConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -204,6 +209,10 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .get("retention")
         .map(|n| retention::read(r, n))
         .unwrap_or_default();
+    let otlp = f
+        .get("otlp")
+        .map(|n| export::read(r, n))
+        .unwrap_or_default();
     if proxy.listen.is_none() && kernel.enforcement == Enforcement::Off {
         for key in ["providers", "tls", "dlp"] {
             if f.has(key) {
@@ -234,6 +243,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         kernel,
         alerts,
         retention,
+        otlp,
         warnings: Vec::new(),
     })
 }

@@ -162,7 +162,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention, otlp)"
         ]
     );
 }
@@ -535,4 +535,25 @@ fn retention_bounds_the_trail_by_default_and_takes_days_and_megabytes() {
         "{bad:?}"
     );
     assert!(errors(&format!("{MINIMAL}retention:\n  max_days: 3\n"))[0].contains("max_days"));
+}
+
+#[test]
+fn otlp_names_a_collector_and_bad_endpoints_are_located() {
+    let c = ok(&format!(
+        "{MINIMAL}otlp:\n  endpoint: http://127.0.0.1:4318\n"
+    ));
+    assert_eq!(
+        c.otlp.endpoint.map(String::from).as_deref(),
+        Some("http://127.0.0.1:4318/")
+    );
+    assert_eq!(ok(MINIMAL).otlp.endpoint, None);
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}otlp:\n  endpoint: grpc://collector:4317\n"
+        )),
+        [
+            "d.yaml:4:13: error: `otlp.endpoint`: `grpc://collector:4317` must be http or https (OTLP/HTTP), not grpc"
+        ]
+    );
+    assert!(errors(&format!("{MINIMAL}otlp: {{}}\n"))[0].contains("endpoint"));
 }

@@ -22,6 +22,7 @@
 mod alerts;
 mod daemon;
 mod diagnostic;
+mod export;
 mod formats;
 mod kernel;
 mod keywords;
@@ -46,6 +47,7 @@ pub use daemon::{
     SessionsConfig, load_daemon_file, load_daemon_str,
 };
 pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
+pub use export::OtlpConfig;
 pub use kernel::KernelConfig;
 pub use keywords::{
     Action, Decision, DlpMode, Enforcement, Keyword, ListPolicy, OtherTraffic, PinAction,

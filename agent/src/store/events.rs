@@ -288,6 +288,33 @@ impl EventLog {
     }
 
     /// The events matching `query`, oldest first.
+    /// Up to `limit` committed events after sequence number `after`, oldest first, with their
+    /// numbers: what an exporter reads, a batch at a time, from where it left off.
+    pub fn after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Event)>, StoreError> {
+        let shared = &self.shared;
+        let txn = shared
+            .db
+            .begin_read()
+            .map_err(|e| shared.db_err("begin read", e))?;
+        let events = txn
+            .open_table(EVENTS)
+            .map_err(|e| shared.db_err("open events", e))?;
+        let mut out = Vec::new();
+        let start = after.saturating_add(1);
+        for entry in events
+            .range(start..)
+            .map_err(|e| shared.db_err("range", e))?
+            .take(limit)
+        {
+            let (seq, bytes) = entry.map_err(|e| shared.db_err("read", e))?;
+            out.push((
+                seq.value(),
+                decode(&shared.path, seq.value(), bytes.value())?,
+            ));
+        }
+        Ok(out)
+    }
+
     pub fn query(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let shared = &self.shared;
         let txn = shared
