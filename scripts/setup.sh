@@ -38,6 +38,9 @@ rustup component list --toolchain nightly --installed | grep -q '^rust-src' ||
 # The system roots: upstream TLS trusts them, and each session's CA bundle carries them.
 apt_install ca-certificates
 
+# systemd-analyze checks the shipped unit (packaging/agentshd.service) in the tests.
+command -v systemd-analyze >/dev/null || apt_install systemd
+
 # bpf-linker links the kernel programs; it builds against LLVM 22 (about 5 minutes, once).
 if ! command -v bpf-linker >/dev/null; then
   apt_install llvm-22-dev libpolly-22-dev zlib1g-dev libzstd-dev
