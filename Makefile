@@ -4,7 +4,7 @@ CARGO ?= cargo
 STATE_DIR ?= $(CURDIR)/.state
 POLICY ?= $(CURDIR)/policies/default.yaml
 
-.PHONY: setup build run test lint unit bench detector-score clean
+.PHONY: setup build run test lint unit bench detector-score packages clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,7 +22,8 @@ lint: setup
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # The end-to-end tests run the built binaries (agentsh-shim, agentshctl): build them first.
-unit: setup
+unit:
+	@bash scripts/setup.sh --tests
 	$(CARGO) build
 	$(CARGO) test --all-targets
 
@@ -32,6 +33,10 @@ test: lint unit
 # Benchmarks: one command, numbers against a direct path in the same run.
 bench: build
 	bash scripts/bench.sh
+
+# The deb package (target/debian/), the eBPF object inside agentshd.
+packages: build
+	bash scripts/packages.sh
 
 # Detection and false-positive rates of the detector on ../shared/corpus.
 detector-score: setup

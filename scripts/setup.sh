@@ -77,3 +77,21 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$llm/requirements.txt"
   echo "$want" >"$stamp"
 fi
+
+# What only the tests need (`setup.sh --tests`, which `make test` runs): the package test
+# builds the deb with cargo-deb and installs it into a fresh Debian root, a debootstrap minbase
+# of bookworm kept as a tarball.
+if [ "${1:-}" = --tests ]; then
+  apt_install binutils
+  command -v cargo-deb >/dev/null || { say "cargo install cargo-deb"; cargo install --locked cargo-deb; }
+  root_tar=/var/cache/agentsh/bookworm-minbase-ish.tar
+  if [ "$(id -u)" -eq 0 ] && [ ! -f "$root_tar" ]; then
+    apt_install debootstrap
+    say "debootstrap bookworm (minbase) for the package test"
+    tmp=$(mktemp -d)
+    debootstrap --variant=minbase --include=init-system-helpers bookworm "$tmp" http://deb.debian.org/debian >/dev/null
+    mkdir -p "$(dirname "$root_tar")"
+    tar -C "$tmp" -cf "$root_tar.new" . && mv "$root_tar.new" "$root_tar"
+    rm -rf "$tmp"
+  fi
+fi

@@ -1,0 +1,190 @@
+//! The deb, built from this build's binaries and installed into a fresh Debian root (a
+//! debootstrap minbase of bookworm that scripts/setup.sh keeps in /var/cache/agentsh): its
+//! files and permissions, the agentsh group, the service enabled, the unit accepted by
+//! systemd-analyze; removal keeps the configuration and state, purge removes them. Needs
+//! root (chroot), as CI runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentsh_tests::{bin, repo_root, run_bounded};
+
+/// The fresh root's tarball, made by scripts/setup.sh.
+const ROOT_TARBALL: &str = "/var/cache/agentsh/bookworm-minbase-ish.tar";
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cargo deb` of this build's binaries into `dir`; the .deb's path. The binaries are the
+/// debug ones `make test` built, stripped first into a target directory of their own (cargo-deb
+/// takes minutes over half a gigabyte of debug information).
+fn build_deb(dir: &Path) -> PathBuf {
+    let target = dir.join("target");
+    std::fs::create_dir_all(target.join("debug")).unwrap();
+    for binary in ["agentshd", "agentshctl", "agentsh-shim"] {
+        run(Command::new("strip")
+            .arg("-o")
+            .arg(target.join("debug").join(binary))
+            .arg(bin(binary)));
+    }
+    let mut cmd = Command::new("cargo");
+    cmd.args([
+        "deb",
+        "-p",
+        "agentsh",
+        "--no-build",
+        "--no-strip",
+        "--profile",
+        "dev",
+        "--fast",
+    ])
+    .arg("--output")
+    .arg(dir)
+    .env("CARGO_TARGET_DIR", &target)
+    .current_dir(repo_root());
+    let out = run_bounded(cmd, b"", std::time::Duration::from_secs(600));
+    assert!(out.status.success(), "cargo deb: {}", out.stderr);
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .expect("a .deb")
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn the_deb_installs_into_a_fresh_root_and_removes_cleanly() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: installing into a chroot needs root (CI runs as root)");
+        return;
+    }
+    assert!(
+        Path::new(ROOT_TARBALL).is_file(),
+        "no {ROOT_TARBALL}: run scripts/setup.sh (make test does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let deb = build_deb(dir.path());
+
+    // What the archive holds, before anything is installed.
+    let contents = run(Command::new("dpkg-deb").arg("--contents").arg(&deb));
+    for (mode, path) in [
+        ("-rwxr-xr-x", "./usr/bin/agentshd"),
+        ("-rwxr-xr-x", "./usr/bin/agentshctl"),
+        ("-rwxr-xr-x", "./usr/bin/agentsh-shim"),
+        ("-rw-r--r--", "./etc/agentsh/agentsh.yaml"),
+        ("-rw-r--r--", "./etc/agentsh/policies/default.yaml"),
+        ("-rw-r--r--", "/systemd/system/agentshd.service"),
+    ] {
+        assert!(
+            contents
+                .lines()
+                .any(|l| l.starts_with(mode) && l.ends_with(path)),
+            "{path} ({mode}) not in:\n{contents}"
+        );
+    }
+    // Configuration is the administrator's: an upgrade never overwrites it.
+    let control = dir.path().join("control");
+    run(Command::new("dpkg-deb")
+        .arg("--control")
+        .arg(&deb)
+        .arg(&control));
+    let conffiles = std::fs::read_to_string(control.join("conffiles")).unwrap_or_default();
+    for file in [
+        "/etc/agentsh/agentsh.yaml",
+        "/etc/agentsh/policies/default.yaml",
+    ] {
+        assert!(
+            conffiles.lines().any(|l| l == file),
+            "{file} not in conffiles:\n{conffiles}"
+        );
+    }
+    let info = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
+    assert!(info.contains("Package: agentsh"), "{info}");
+
+    // A fresh root, the package installed in it.
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    run(Command::new("tar")
+        .args(["-xf", ROOT_TARBALL, "-C"])
+        .arg(&root));
+    std::fs::copy(&deb, root.join("tmp/agentsh.deb")).unwrap();
+    let chroot = |args: &[&str]| run(Command::new("chroot").arg(&root).args(args));
+    chroot(&["dpkg", "-i", "/tmp/agentsh.deb"]);
+
+    for binary in ["agentshd", "agentshctl", "agentsh-shim"] {
+        assert_eq!(mode(&root.join("usr/bin").join(binary)), 0o755, "{binary}");
+    }
+    assert_eq!(mode(&root.join("etc/agentsh/agentsh.yaml")), 0o644);
+    let group = std::fs::read_to_string(root.join("etc/group")).unwrap();
+    assert!(group.lines().any(|l| l.starts_with("agentsh:")), "{group}");
+    // The binaries run in the new root.
+    let version = chroot(&["agentshctl", "--version"]);
+    assert!(version.contains("agentshctl"), "{version}");
+    // The installed policy loads.
+    chroot(&[
+        "agentshctl",
+        "policy",
+        "check",
+        "/etc/agentsh/policies/default.yaml",
+    ]);
+    // Enabled at boot.
+    let unit = ["lib/systemd/system", "usr/lib/systemd/system"]
+        .iter()
+        .map(|d| root.join(d).join("agentshd.service"))
+        .find(|p| p.is_file())
+        .expect("the unit installed");
+    // (A link to the unit's path in the root: read, not followed on the host.)
+    let wanted = root.join("etc/systemd/system/multi-user.target.wants/agentshd.service");
+    let target = std::fs::read_link(&wanted).unwrap_or_default();
+    assert!(
+        target.ends_with("systemd/system/agentshd.service"),
+        "the service is not enabled ({})",
+        target.display()
+    );
+    // systemd reads the installed unit, its binary the one installed in the root (the root
+    // has no systemd of its own to check against).
+    let installed = std::fs::read_to_string(&unit).unwrap().replace(
+        "/usr/bin/agentshd",
+        &root.join("usr/bin/agentshd").display().to_string(),
+    );
+    let copy = dir.path().join("agentshd.service");
+    std::fs::write(&copy, installed).unwrap();
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .expect("systemd-analyze");
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    // Removal keeps configuration and state; purge takes them.
+    std::fs::create_dir_all(root.join("var/lib/agentsh")).unwrap();
+    std::fs::write(root.join("var/lib/agentsh/events.redb"), b"state").unwrap();
+    chroot(&["dpkg", "-r", "agentsh"]);
+    assert!(!root.join("usr/bin/agentshd").exists());
+    assert!(root.join("etc/agentsh/agentsh.yaml").exists());
+    assert!(root.join("var/lib/agentsh/events.redb").exists());
+    chroot(&["dpkg", "-P", "agentsh"]);
+    assert!(!root.join("etc/agentsh/agentsh.yaml").exists());
+    assert!(!root.join("var/lib/agentsh").exists());
+}
