@@ -34,7 +34,7 @@ test: lint unit
 bench: build
 	bash scripts/bench.sh
 
-# The deb package (target/debian/), the eBPF object inside agentshd.
+# The deb and rpm packages (target/debian/, target/generate-rpm/); the eBPF object is inside agentshd.
 packages: build
 	bash scripts/packages.sh
 

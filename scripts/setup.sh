@@ -84,6 +84,9 @@ fi
 if [ "${1:-}" = --tests ]; then
   apt_install binutils
   command -v cargo-deb >/dev/null || { say "cargo install cargo-deb"; cargo install --locked cargo-deb; }
+  command -v cargo-generate-rpm >/dev/null ||
+    { say "cargo install cargo-generate-rpm"; cargo install --locked cargo-generate-rpm; }
+  command -v rpm >/dev/null || apt_install rpm
   root_tar=/var/cache/agentsh/bookworm-minbase-ish.tar
   if [ "$(id -u)" -eq 0 ] && [ ! -f "$root_tar" ]; then
     apt_install debootstrap

@@ -23,41 +23,57 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `cargo deb` of this build's binaries into `dir`; the .deb's path. The binaries are the
-/// debug ones `make test` built, stripped first into a target directory of their own (cargo-deb
-/// takes minutes over half a gigabyte of debug information).
-fn build_deb(dir: &Path) -> PathBuf {
+/// This build's binaries (the debug ones `make test` built), stripped into `dir/target/release`
+/// as `make packages` stages its own (the tools take minutes over half a gigabyte of debug
+/// information); the staging target directory.
+fn stage(dir: &Path) -> PathBuf {
     let target = dir.join("target");
-    std::fs::create_dir_all(target.join("debug")).unwrap();
+    std::fs::create_dir_all(target.join("release")).unwrap();
     for binary in ["agentshd", "agentshctl", "agentsh-shim"] {
         run(Command::new("strip")
             .arg("-o")
-            .arg(target.join("debug").join(binary))
+            .arg(target.join("release").join(binary))
             .arg(bin(binary)));
     }
-    let mut cmd = Command::new("cargo");
-    cmd.args([
-        "deb",
-        "-p",
-        "agentsh",
-        "--no-build",
-        "--no-strip",
-        "--profile",
-        "dev",
-        "--fast",
-    ])
-    .arg("--output")
-    .arg(dir)
-    .env("CARGO_TARGET_DIR", &target)
-    .current_dir(repo_root());
-    let out = run_bounded(cmd, b"", std::time::Duration::from_secs(600));
-    assert!(out.status.success(), "cargo deb: {}", out.stderr);
+    target
+}
+
+/// The one file with `extension` in `dir`.
+fn built(dir: &Path, extension: &str) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .expect("a .deb")
+        .find(|p| p.extension().is_some_and(|e| e == extension))
+        .unwrap_or_else(|| panic!("no .{extension} in {}", dir.display()))
+}
+
+/// `cargo deb` of the staged binaries into `dir`; the .deb's path.
+fn build_deb(dir: &Path) -> PathBuf {
+    let target = stage(dir);
+    let mut cmd = Command::new("cargo");
+    cmd.args(["deb", "-p", "agentsh", "--no-build", "--no-strip", "--fast"])
+        .arg("--output")
+        .arg(dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(repo_root());
+    let out = run_bounded(cmd, b"", std::time::Duration::from_secs(600));
+    assert!(out.status.success(), "cargo deb: {}", out.stderr);
+    built(dir, "deb")
+}
+
+/// A fresh Debian root in `dir/root`.
+fn fresh_root(dir: &Path) -> PathBuf {
+    assert!(
+        Path::new(ROOT_TARBALL).is_file(),
+        "no {ROOT_TARBALL}: run scripts/setup.sh --tests (make test does)"
+    );
+    let root = dir.join("root");
+    std::fs::create_dir(&root).unwrap();
+    run(Command::new("tar")
+        .args(["-xf", ROOT_TARBALL, "-C"])
+        .arg(&root));
+    root
 }
 
 fn mode(path: &Path) -> u32 {
@@ -75,10 +91,6 @@ fn the_deb_installs_into_a_fresh_root_and_removes_cleanly() {
         eprintln!("skipped: installing into a chroot needs root (CI runs as root)");
         return;
     }
-    assert!(
-        Path::new(ROOT_TARBALL).is_file(),
-        "no {ROOT_TARBALL}: run scripts/setup.sh (make test does)"
-    );
     let dir = tempfile::tempdir().unwrap();
     let deb = build_deb(dir.path());
 
@@ -119,11 +131,7 @@ fn the_deb_installs_into_a_fresh_root_and_removes_cleanly() {
     assert!(info.contains("Package: agentsh"), "{info}");
 
     // A fresh root, the package installed in it.
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    run(Command::new("tar")
-        .args(["-xf", ROOT_TARBALL, "-C"])
-        .arg(&root));
+    let root = fresh_root(dir.path());
     std::fs::copy(&deb, root.join("tmp/agentsh.deb")).unwrap();
     let chroot = |args: &[&str]| run(Command::new("chroot").arg(&root).args(args));
     chroot(&["dpkg", "-i", "/tmp/agentsh.deb"]);
@@ -187,4 +195,65 @@ fn the_deb_installs_into_a_fresh_root_and_removes_cleanly() {
     chroot(&["dpkg", "-P", "agentsh"]);
     assert!(!root.join("etc/agentsh/agentsh.yaml").exists());
     assert!(!root.join("var/lib/agentsh").exists());
+}
+
+#[test]
+fn the_rpm_holds_the_same_files_and_installs_with_rpm() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: installing into a chroot needs root (CI runs as root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = stage(dir.path());
+    let mut cmd = Command::new("cargo");
+    cmd.args(["generate-rpm", "-p", "agent", "--target-dir"])
+        .arg(&target)
+        .arg("-o")
+        .arg(dir.path())
+        .current_dir(repo_root());
+    let out = run_bounded(cmd, b"", std::time::Duration::from_secs(600));
+    assert!(out.status.success(), "cargo generate-rpm: {}", out.stderr);
+    let rpm = built(dir.path(), "rpm");
+
+    let files = run(Command::new("rpm")
+        .args(["-qp", "--qf", "[%{FILEMODES:perms} %{FILENAMES}\\n]"])
+        .arg(&rpm));
+    for line in [
+        "-rwxr-xr-x /usr/bin/agentshd",
+        "-rwxr-xr-x /usr/bin/agentshctl",
+        "-rwxr-xr-x /usr/bin/agentsh-shim",
+        "-rw-r--r-- /etc/agentsh/agentsh.yaml",
+        "-rw-r--r-- /etc/agentsh/policies/default.yaml",
+        "-rw-r--r-- /usr/lib/systemd/system/agentshd.service",
+    ] {
+        assert!(files.lines().any(|l| l == line), "{line} not in:\n{files}");
+    }
+    let config = run(Command::new("rpm").arg("-qcp").arg(&rpm));
+    assert!(
+        config.lines().any(|l| l == "/etc/agentsh/agentsh.yaml"),
+        "{config}"
+    );
+    let scripts = run(Command::new("rpm").args(["-qp", "--scripts"]).arg(&rpm));
+    assert!(scripts.contains("groupadd --system agentsh"), "{scripts}");
+
+    // Installed by rpm into a fresh root (its scriptlets run there).
+    let root = fresh_root(dir.path());
+    let rpm_in = |args: &[&str]| run(Command::new("rpm").arg("--root").arg(&root).args(args));
+    rpm_in(&["--initdb"]);
+    rpm_in(&[
+        "-i",
+        "--nodeps",
+        "--nosignature",
+        &rpm.display().to_string(),
+    ]);
+    assert_eq!(mode(&root.join("usr/bin/agentshd")), 0o755);
+    assert_eq!(mode(&root.join("etc/agentsh/agentsh.yaml")), 0o644);
+    let group = std::fs::read_to_string(root.join("etc/group")).unwrap();
+    assert!(group.lines().any(|l| l.starts_with("agentsh:")), "{group}");
+    std::fs::create_dir_all(root.join("var/lib/agentsh")).unwrap();
+    std::fs::write(root.join("var/lib/agentsh/events.redb"), b"state").unwrap();
+    rpm_in(&["-e", "--nodeps", "agentsh"]);
+    assert!(!root.join("usr/bin/agentshd").exists());
+    // rpm leaves data behind.
+    assert!(root.join("var/lib/agentsh/events.redb").exists());
 }
