@@ -400,14 +400,46 @@ pub fn cgroup_tree_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
-/// The sessions' parent for `cgroup_parent: auto`, from agentshd's own cgroup: beside the
-/// daemon under a service manager, `/agentsh` when it runs at the root.
+/// The sub-cgroup agentshd moves itself into when systemd delegated its unit's cgroup to it
+/// (see [`enter_daemon_subgroup`]).
+pub const DAEMON_SUBGROUP: &str = "daemon";
+
+/// The sessions' parent for `cgroup_parent: auto`, from agentshd's own cgroup: `sessions`
+/// beside the daemon's sub-cgroup (or under its cgroup, when it has none), `/agentsh` when it
+/// runs at the root.
 pub fn auto_cgroup_parent(own: &str) -> String {
     if own == "/" {
-        "/agentsh".to_owned()
-    } else {
-        format!("{own}/sessions")
+        return "/agentsh".to_owned();
     }
+    let unit = own
+        .strip_suffix(DAEMON_SUBGROUP)
+        .and_then(|rest| rest.strip_suffix('/'))
+        .filter(|unit| !unit.is_empty())
+        .unwrap_or(own);
+    format!("{unit}/sessions")
+}
+
+/// Under systemd (`Delegate=yes`; `$INVOCATION_ID` is set for services) agentshd moves itself
+/// from its unit's cgroup into `<unit>/daemon`, so that its sessions sit beside it in
+/// `<unit>/sessions` and the unit's own cgroup holds no process (cgroup v2 lets only such a
+/// cgroup hand controllers down). Elsewhere it stays where it is. Its new cgroup, if it moved.
+pub fn enter_daemon_subgroup() -> Result<Option<String>, String> {
+    if std::env::var_os("INVOCATION_ID").is_none() {
+        return Ok(None);
+    }
+    let own = cgroup_of(std::process::id()).map_err(|e| e.to_string())?;
+    if own == "/" || own.ends_with(&format!("/{DAEMON_SUBGROUP}")) {
+        return Ok(None);
+    }
+    let mount = kernel::cgroup2_mount().map_err(|e| e.to_string())?;
+    let dir = mount
+        .join(own.trim_start_matches('/'))
+        .join(DAEMON_SUBGROUP);
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // "0": the writing process, all its threads.
+    fs::write(dir.join("cgroup.procs"), "0")
+        .map_err(|e| format!("cannot move into {}: {e}", dir.display()))?;
+    Ok(Some(format!("{own}/{DAEMON_SUBGROUP}")))
 }
 
 /// Finds the cgroup2 mount and makes sure the session parent exists and is ours.
@@ -600,6 +632,12 @@ mod tests {
             auto_cgroup_parent("/system.slice/agentshd.service"),
             "/system.slice/agentshd.service/sessions"
         );
+        // Moved into its sub-cgroup: the sessions beside it.
+        assert_eq!(
+            auto_cgroup_parent("/system.slice/agentshd.service/daemon"),
+            "/system.slice/agentshd.service/sessions"
+        );
+        assert_eq!(auto_cgroup_parent("/daemon"), "/daemon/sessions");
     }
 
     #[test]

@@ -106,3 +106,98 @@ fn agentshd_keeps_the_type_notify_contract() {
     let status = wait_bounded(&mut daemon, Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
 }
+
+/// Under systemd (`$INVOCATION_ID`, Delegate=yes) agentshd leaves its unit's cgroup for
+/// `<unit>/daemon`, and `cgroup_parent: auto` puts sessions beside it in `<unit>/sessions`.
+/// The unit's cgroup is a test cgroup here.
+#[test]
+fn under_systemd_the_daemon_has_its_own_subgroup_and_sessions_sit_beside_it() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: cgroups need root (CI runs as root)");
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("agentsh-unit-test-{}.service", std::process::id());
+    let unit = agentsh_tests::kernel::TestCgroup::new(&name);
+    std::fs::write(dir.path().join("policy.yaml"), "").unwrap();
+    let config = dir.path().join("agentsh.yaml");
+    std::fs::write(
+        &config,
+        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nkernel: {enforcement: off}\n",
+    )
+    .unwrap();
+    // Started in the unit's cgroup, as systemd starts a service.
+    let mut daemon = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > '{}/cgroup.procs' && exec '{}' --foreground --config '{}'",
+            unit.path().display(),
+            bin("agentshd").display(),
+            config.display()
+        ))
+        .env("INVOCATION_ID", "0123456789abcdef0123456789abcdef")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let cleanup = |daemon: &mut std::process::Child| {
+        let pid = nix::unistd::Pid::from_raw(daemon.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = wait_bounded(daemon, Duration::from_secs(30));
+        let sessions = unit.path().join("sessions");
+        for entry in std::fs::read_dir(&sessions).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+        let _ = std::fs::remove_dir(sessions);
+        let _ = std::fs::remove_dir(unit.path().join("daemon"));
+    };
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", daemon.id())).unwrap();
+    // doctor sees the delegation.
+    let doctor = Command::new(bin("agentshctl"))
+        .arg("--socket")
+        .arg(dir.path().join("agentsh.sock"))
+        .args(["doctor", "--json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let session = Command::new(bin("agentshctl"))
+        .arg("--socket")
+        .arg(dir.path().join("agentsh.sock"))
+        .args(["run", "--name", "unit", "--", "cat", "/proc/self/cgroup"])
+        .output()
+        .unwrap();
+    cleanup(&mut daemon);
+    assert!(ready.starts_with("agentshd: ready"), "{ready}");
+    // (The cgroup2 line; hybrid hosts list v1 hierarchies too.)
+    assert!(
+        own.lines().any(|l| l == format!("0::/{name}/daemon")),
+        "{own}"
+    );
+    assert!(
+        ready.contains(&format!("sessions by cgroup /{name}/sessions")),
+        "{ready}"
+    );
+    let cgroup_line = String::from_utf8_lossy(&doctor.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|c| c["check"] == "cgroup")
+        .expect("a cgroup check");
+    assert_eq!(cgroup_line["status"], "ok", "{cgroup_line}");
+    assert!(
+        cgroup_line["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("delegated: agentshd in /{name}/daemon"))),
+        "{cgroup_line}"
+    );
+    let stdout = String::from_utf8_lossy(&session.stdout);
+    assert!(
+        stdout.contains(&format!("0::/{name}/sessions/")),
+        "{stdout}{}",
+        String::from_utf8_lossy(&session.stderr)
+    );
+}

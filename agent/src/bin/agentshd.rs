@@ -174,8 +174,17 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     };
     let engine = Arc::new(Engine::new(rules, Some(pins), sink));
 
+    let mut limitations = Vec::new();
+    if config.sessions.cgroup_parent == agentsh::config::CgroupParent::Auto {
+        // Before the sessions' parent is chosen from our cgroup.
+        if let Err(err) = agentsh::session::enter_daemon_subgroup() {
+            limitations.push(format!(
+                "agentshd stays in its unit's cgroup, sessions under it: {err}"
+            ));
+        }
+    }
     let sessions = Sessions::new(&config.sessions.cgroup_parent);
-    let mut limitations = sessions.limitations().to_vec();
+    limitations.extend(sessions.limitations().iter().cloned());
     let programs = load_kernel(config, sessions.tracking(), &mut limitations)?;
     let admin_gid = match &config.admin_group {
         None => None,

@@ -407,7 +407,7 @@ fn cgroup_check(f: &Facts) -> Check {
         }
     };
     match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Check::ok(NAME, format!("{at}; sessions under {cgroup}")),
+        Ok(meta) if meta.is_dir() => delegation(f, format!("{at}; sessions under {cgroup}")),
         Ok(_) => Check::fail(
             NAME,
             format!(
@@ -441,6 +441,30 @@ fn cgroup_check(f: &Facts) -> Check {
             format!("{at}; cannot look at {}: {e}", dir.display()),
             AS_ROOT_HINT,
         ),
+    }
+}
+
+/// Under systemd, whether the unit's cgroup was delegated to agentshd: with Delegate=yes it
+/// moves itself into `<unit>/daemon` (sessions beside it); still in the unit's own cgroup, the
+/// unit lacks it.
+fn delegation(f: &Facts, found: String) -> Check {
+    const NAME: &str = "cgroup";
+    let own = f
+        .daemon_pid()
+        .and_then(|pid| agentsh::session::cgroup_of(pid).ok());
+    let moved = format!(".service/{}", agentsh::session::DAEMON_SUBGROUP);
+    match own {
+        Some(own) if own.ends_with(".service") => Check::warn(
+            NAME,
+            format!(
+                "{found}; agentshd runs in its unit's own cgroup {own}: the unit does not delegate it"
+            ),
+            "install packaging/agentshd.service (Delegate=yes), or add Delegate=yes to the unit and restart agentshd",
+        ),
+        Some(own) if own.ends_with(&moved) => {
+            Check::ok(NAME, format!("{found}; delegated: agentshd in {own}"))
+        }
+        _ => Check::ok(NAME, found),
     }
 }
 
