@@ -14,7 +14,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::Full;
 use url::Url;
 
 use crate::audit::{Action, Event, EventSink};
@@ -204,27 +203,11 @@ async fn post(
     limit: Duration,
 ) -> Result<(), String> {
     let dropped = shared.dropped.load(Ordering::Relaxed);
-    let request = http::Request::post(shared.url.as_str())
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(
-            http::header::USER_AGENT,
-            concat!("agentsh/", env!("CARGO_PKG_VERSION")),
-        )
-        .header("x-agentsh-dropped", dropped)
-        .body(Full::new(body))
-        .map_err(|e| e.to_string())?;
-    let response = tokio::time::timeout(limit, client.request(request))
-        .await
-        .map_err(|_| format!("no answer in {limit:?}"))?
-        .map_err(|e| e.to_string())?;
-    let status = response.status();
-    if status.is_success() {
-        // What was reported as dropped is reported once.
-        shared.dropped.fetch_sub(dropped, Ordering::Relaxed);
-        Ok(())
-    } else {
-        Err(format!("HTTP {status}"))
-    }
+    let headers = [("x-agentsh-dropped", dropped.to_string())];
+    crate::proxy::upstream::post_json(client, shared.url.as_str(), &headers, body, limit).await?;
+    // What was reported as dropped is reported once.
+    shared.dropped.fetch_sub(dropped, Ordering::Relaxed);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,13 +14,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::Full;
 use serde_json::{Value, json};
 use url::Url;
 
 use crate::audit::{Action, Event};
 use crate::config::Severity;
-use crate::proxy::upstream::{Upstream, UpstreamError};
+use crate::proxy::upstream::{Upstream, UpstreamError, post_json};
 use crate::store::EventLog;
 use crate::sync::lock;
 
@@ -120,7 +119,7 @@ fn export_loop(
             continue;
         };
         let body = Bytes::from(encode(&batch).to_string());
-        match runtime.block_on(post(client, url, body)) {
+        match runtime.block_on(post_json(client, url, &[], body, REQUEST_TIMEOUT)) {
             Ok(()) => {
                 cursor = last;
                 if let Err(err) = write_cursor(cursor_path, cursor) {
@@ -151,25 +150,6 @@ fn sleep(stop: &AtomicBool, wait: Duration) {
     let until = Instant::now() + wait;
     while !stop.load(Ordering::Relaxed) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
-    }
-}
-
-async fn post(client: &Upstream, url: &str, body: Bytes) -> Result<(), String> {
-    let request = http::Request::post(url)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(
-            http::header::USER_AGENT,
-            concat!("agentsh/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Full::new(body))
-        .map_err(|e| e.to_string())?;
-    let response = tokio::time::timeout(REQUEST_TIMEOUT, client.request(request))
-        .await
-        .map_err(|_| format!("no answer in {REQUEST_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
-    match response.status() {
-        status if status.is_success() => Ok(()),
-        status => Err(format!("HTTP {status}")),
     }
 }
 

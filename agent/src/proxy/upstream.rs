@@ -93,6 +93,35 @@ fn read_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamError> 
     Ok(certs)
 }
 
+/// POSTs a JSON `body` to `url` (a webhook, a collector), with `headers` besides the content
+/// type and agentsh's user agent; Ok on a 2xx within `limit`, else why not.
+pub async fn post_json(
+    client: &Upstream,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Bytes,
+    limit: Duration,
+) -> Result<(), String> {
+    let mut request = http::Request::post(url)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(
+            http::header::USER_AGENT,
+            concat!("agentsh/", env!("CARGO_PKG_VERSION")),
+        );
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
+    let response = tokio::time::timeout(limit, client.request(request))
+        .await
+        .map_err(|_| format!("no answer in {limit:?}"))?
+        .map_err(|e| e.to_string())?;
+    match response.status() {
+        status if status.is_success() => Ok(()),
+        status => Err(format!("HTTP {status}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -287,7 +287,6 @@ impl EventLog {
         }
     }
 
-    /// The events matching `query`, oldest first.
     /// Up to `limit` committed events after sequence number `after`, oldest first, with their
     /// numbers: what an exporter reads, a batch at a time, from where it left off.
     pub fn after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Event)>, StoreError> {
@@ -315,6 +314,7 @@ impl EventLog {
         Ok(out)
     }
 
+    /// The events matching `query`, oldest first.
     pub fn query(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let shared = &self.shared;
         let txn = shared
