@@ -59,24 +59,29 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
-# Python runs the fake LLM upstream and the official Anthropic and OpenAI SDK clients in the LLM
-# proxy tests, from a venv in tests/peers/llm. Debian's python3 lacks ensurepip (so venv) without
-# python3-venv; a python3 that already has both (pyenv, say) is used as it is.
+# Python runs test peers, each from a venv of its own beside its requirements.txt: the fake LLM
+# upstream and the official Anthropic and OpenAI SDK clients (tests/peers/llm), and an OTLP
+# collector stand-in on grpcio and the official OpenTelemetry protos (tests/peers/otlp). Debian's
+# python3 lacks ensurepip (so venv) without python3-venv; a python3 that already has both
+# (pyenv, say) is used as it is.
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_install python3 python3-venv
-llm="$here/tests/peers/llm"
-venv="$llm/.venv"
-if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then
-  say "python3 -m venv (LLM test peers)"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-fi
-stamp="$venv/.agentsh-requirements-sha256"
-want=$(sha256sum "$llm/requirements.txt" | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  say "pip install (LLM test peers)"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$llm/requirements.txt"
-  echo "$want" >"$stamp"
-fi
+python_peers() {
+  local dir="$here/tests/peers/$1" venv="$here/tests/peers/$1/.venv"
+  if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then
+    say "python3 -m venv (test peers: $1)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+  fi
+  local stamp="$venv/.agentsh-requirements-sha256" want
+  want=$(sha256sum "$dir/requirements.txt" | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "pip install (test peers: $1)"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements.txt"
+    echo "$want" >"$stamp"
+  fi
+}
+python_peers llm
+python_peers otlp
 
 # What only the tests need (`setup.sh --tests`, which `make test` runs): the package test
 # builds the deb with cargo-deb and installs it into a fresh Debian root, a debootstrap minbase

@@ -156,16 +156,16 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
                 .context("on_detection.webhook_url")?,
         )),
     };
-    let exporter = match &config.otlp.endpoint {
+    let exporter = match &config.otlp.collector {
         None => None,
-        Some(endpoint) => Some(
+        Some(collector) => Some(
             OtlpExporter::start(
                 Arc::clone(&log),
-                endpoint,
+                collector,
                 &config.state_dir,
                 &config.proxy.extra_roots,
             )
-            .context("otlp.endpoint")?,
+            .context("otlp")?,
         ),
     };
     let sink: Arc<dyn EventSink> = match &webhook {
@@ -333,8 +333,12 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     if let Some(url) = &config.alerts.webhook_url {
         say!("agentshd: blocks and critical detections are sent to {url}");
     }
-    if let Some(endpoint) = &config.otlp.endpoint {
-        say!("agentshd: the audit trail is exported to {endpoint} (OTLP/HTTP logs)");
+    if let Some(collector) = &config.otlp.collector {
+        say!(
+            "agentshd: the audit trail is exported to {} (OTLP logs, {})",
+            collector.endpoint,
+            collector.protocol
+        );
     }
     for line in &resumed {
         say!("agentshd: {line}");

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::config::{Compression, OtlpProtocol};
 
 const BASE: &str = "/etc/agentsh";
 
@@ -542,18 +543,67 @@ fn otlp_names_a_collector_and_bad_endpoints_are_located() {
     let c = ok(&format!(
         "{MINIMAL}otlp:\n  endpoint: http://127.0.0.1:4318\n"
     ));
-    assert_eq!(
-        c.otlp.endpoint.map(String::from).as_deref(),
-        Some("http://127.0.0.1:4318/")
-    );
-    assert_eq!(ok(MINIMAL).otlp.endpoint, None);
+    let collector = c.otlp.collector.unwrap();
+    assert_eq!(collector.endpoint.as_str(), "http://127.0.0.1:4318/");
+    assert_eq!(collector.protocol, OtlpProtocol::HttpProtobuf);
+    assert_eq!(collector.compression, Compression::None);
+    assert!(collector.headers.is_empty());
+    assert_eq!(ok(MINIMAL).otlp.collector, None);
     assert_eq!(
         errors(&format!(
             "{MINIMAL}otlp:\n  endpoint: grpc://collector:4317\n"
         )),
         [
-            "d.yaml:4:13: error: `otlp.endpoint`: `grpc://collector:4317` must be http or https (OTLP/HTTP), not grpc"
+            "d.yaml:4:13: error: `otlp.endpoint`: `grpc://collector:4317` must be http or https (`otlp.protocol` chooses OTLP/HTTP or gRPC), not grpc"
         ]
     );
     assert!(errors(&format!("{MINIMAL}otlp: {{}}\n"))[0].contains("endpoint"));
+}
+
+#[test]
+fn otlp_takes_a_protocol_compression_and_headers() {
+    let c = ok(&format!(
+        "{MINIMAL}otlp:\n  endpoint: https://collector:4317\n  protocol: grpc\n  compression: gzip\n  headers:\n    Authorization: Bearer t0ken\n    x-scope-orgid: ci\n"
+    ));
+    let collector = c.otlp.collector.unwrap();
+    assert_eq!(collector.protocol, OtlpProtocol::Grpc);
+    assert_eq!(collector.compression, Compression::Gzip);
+    let headers: Vec<(String, String)> = collector
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ("authorization".to_owned(), "Bearer t0ken".to_owned()),
+            ("x-scope-orgid".to_owned(), "ci".to_owned())
+        ]
+    );
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}otlp:\n  endpoint: http://c:4317/v1/logs\n  protocol: grpc\n"
+        )),
+        [
+            "d.yaml:4:13: error: `otlp.endpoint`: `http://c:4317/v1/logs` must not have a path with `protocol: grpc` (the gRPC method is the path)"
+        ]
+    );
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}otlp:\n  endpoint: http://c:4318\n  protocol: http/protobuff\n"
+        )),
+        [
+            "d.yaml:5:13: error: `otlp.protocol`: unknown value `http/protobuff` (expected one of: grpc, http/protobuf, http/json); did you mean `http/protobuf`?"
+        ]
+    );
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}otlp:\n  endpoint: http://c:4318\n  headers:\n    Content-Type: text/plain\n    bad name: x\n    x-ok: \"a\\nb\"\n"
+        )),
+        [
+            "d.yaml:6:5: error: `otlp.headers.Content-Type`: the exporter sets `content-type` itself",
+            "d.yaml:7:5: error: `otlp.headers.bad name`: `bad name` is not a header name",
+            "d.yaml:8:11: error: `otlp.headers.x-ok`: the value must be visible ASCII (no line breaks)",
+        ]
+    );
 }

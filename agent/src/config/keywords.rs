@@ -235,3 +235,28 @@ mod tests {
         );
     }
 }
+
+keyword_enum! {
+    /// How the audit trail reaches the OpenTelemetry collector; the names of
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    #[derive(Default)]
+    OtlpProtocol {
+        /// OTLP/gRPC (`LogsService/Export` over HTTP/2), usually port 4317.
+        Grpc = "grpc",
+        /// OTLP/HTTP, protobuf bodies to `{endpoint}/v1/logs`, usually port 4318: OTLP's default.
+        #[default]
+        HttpProtobuf = "http/protobuf",
+        /// OTLP/HTTP, JSON bodies to `{endpoint}/v1/logs`.
+        HttpJson = "http/json",
+    }
+}
+
+keyword_enum! {
+    /// Whether export requests are compressed.
+    #[derive(Default)]
+    Compression {
+        #[default]
+        None = "none",
+        Gzip = "gzip",
+    }
+}

@@ -47,11 +47,11 @@ pub use daemon::{
     SessionsConfig, load_daemon_file, load_daemon_str,
 };
 pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
-pub use export::OtlpConfig;
+pub use export::{OtlpCollector, OtlpConfig};
 pub use kernel::KernelConfig;
 pub use keywords::{
-    Action, Decision, DlpMode, Enforcement, Keyword, ListPolicy, OtherTraffic, PinAction,
-    ProxyMode, RequestAction, Severity, Transport, UnknownKeyword,
+    Action, Compression, Decision, DlpMode, Enforcement, Keyword, ListPolicy, OtherTraffic,
+    OtlpProtocol, PinAction, ProxyMode, RequestAction, Severity, Transport, UnknownKeyword,
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
 pub use patterns::{

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -38,19 +38,37 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 /// Builds the pooled client.
 pub fn client(extra_roots: &[PathBuf]) -> Result<Upstream, UpstreamError> {
     let tls = crate::net::tls::client_config(roots(extra_roots)?)?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector());
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .build(connector))
+}
+
+/// A pooled HTTP/2-only client (gRPC): ALPN h2 over TLS, prior knowledge over plain TCP.
+pub fn http2_client(extra_roots: &[PathBuf]) -> Result<Upstream, UpstreamError> {
+    let tls = crate::net::tls::client_config(roots(extra_roots)?)?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http2()
+        .wrap_connector(connector());
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .http2_only(true)
+        .build(connector))
+}
+
+fn connector() -> HttpConnector {
     let mut http = HttpConnector::new();
     // Every event of a stream is a small write: Nagle would hold them back.
     http.set_nodelay(true);
     http.enforce_http(false);
     http.set_connect_timeout(Some(Duration::from_secs(30)));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(POOL_IDLE)
-        .build(connector))
+    http
 }
 
 /// The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured) and the extra ones: what both
@@ -93,8 +111,64 @@ fn read_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamError> 
     Ok(certs)
 }
 
-/// POSTs a JSON `body` to `url` (a webhook, a collector), with `headers` besides the content
-/// type and agentsh's user agent; Ok on a 2xx within `limit`, else why not.
+/// A response read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: http::StatusCode,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+    /// HTTP/2 trailers (gRPC's status is there).
+    pub trailers: Option<http::HeaderMap>,
+}
+
+/// Answers longer than this are an error: webhooks and collectors say little.
+const MAX_ANSWER: usize = 1024 * 1024;
+
+/// Sends `request` (with agentsh's user agent unless it has one) and reads the answer whole,
+/// all within `limit`; Err says why there is no answer, whatever its status.
+pub async fn exchange(
+    client: &Upstream,
+    mut request: http::Request<Full<Bytes>>,
+    limit: Duration,
+) -> Result<Answer, String> {
+    request
+        .headers_mut()
+        .entry(http::header::USER_AGENT)
+        .or_insert(http::HeaderValue::from_static(concat!(
+            "agentsh/",
+            env!("CARGO_PKG_VERSION")
+        )));
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| {
+            // hyper's top-level message ("client error (Connect)") hides the cause.
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                why = format!("{why}: {cause}");
+                source = cause.source();
+            }
+            why
+        })?;
+        let (parts, body) = response.into_parts();
+        let collected = http_body_util::Limited::new(body, MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?;
+        let trailers = collected.trailers().cloned();
+        Ok(Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body: collected.to_bytes(),
+            trailers,
+        })
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| format!("no answer in {limit:?}"))?
+}
+
+/// POSTs a JSON `body` to `url` (a webhook), with `headers` besides the content type; Ok on a
+/// 2xx within `limit`, else why not.
 pub async fn post_json(
     client: &Upstream,
     url: &str,
@@ -102,21 +176,13 @@ pub async fn post_json(
     body: Bytes,
     limit: Duration,
 ) -> Result<(), String> {
-    let mut request = http::Request::post(url)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(
-            http::header::USER_AGENT,
-            concat!("agentsh/", env!("CARGO_PKG_VERSION")),
-        );
+    let mut request =
+        http::Request::post(url).header(http::header::CONTENT_TYPE, "application/json");
     for (name, value) in headers {
         request = request.header(*name, value);
     }
     let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
-    let response = tokio::time::timeout(limit, client.request(request))
-        .await
-        .map_err(|_| format!("no answer in {limit:?}"))?
-        .map_err(|e| e.to_string())?;
-    match response.status() {
+    match exchange(client, request, limit).await?.status {
         status if status.is_success() => Ok(()),
         status => Err(format!("HTTP {status}")),
     }
