@@ -117,6 +117,8 @@ pub mod ops {
     pub const SESSION_LIST: &str = "session.list";
     pub const SESSION_REPORT: &str = "session.report";
     pub const EVENTS: &str = "events.query";
+    /// The trail a page at a time, by sequence number: `agentshctl export`.
+    pub const EVENTS_PAGE: &str = "events.page";
     pub const PINS_LIST: &str = "pins.list";
     pub const PINS_DIFF: &str = "pins.diff";
     pub const PINS_TRUST: &str = "pins.trust";
@@ -324,6 +326,16 @@ pub struct ToolRef {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EventsArgs {
     /// Everything when absent.
+    #[serde(default)]
+    pub query: EventQuery,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EventsPageArgs {
+    /// Events after this sequence number (0: from the start).
+    #[serde(default)]
+    pub after: u64,
+    /// Sessions and `since` narrow the page; `limit` is not used.
     #[serde(default)]
     pub query: EventQuery,
 }

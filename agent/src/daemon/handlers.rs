@@ -9,15 +9,18 @@ use serde_json::value::RawValue;
 use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
-    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, Generated, Hello, Notice,
-    NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs,
-    Role, ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs, SessionCreated,
-    ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, EventsPageArgs, Generated,
+    Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs,
+    RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs,
+    SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
 use crate::session::Placement;
 use crate::store::{EventQuery, SessionRecord, now_secs};
+
+/// Events an `events.page` request looks at: one answer stays a few MB at most.
+const PAGE_SCAN: usize = 500;
 
 type Answer = Result<Vec<u8>, ApiError>;
 
@@ -237,6 +240,15 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             ok(&daemon
                 .log
                 .query(&query)
+                .map_err(|e| internal(e.to_string()))?)
+        }
+        ops::EVENTS_PAGE => {
+            let a: EventsPageArgs = args(raw)?;
+            let query = restrict(daemon, peer, a.query)?;
+            daemon.log.flush();
+            ok(&daemon
+                .log
+                .page(a.after, PAGE_SCAN, &query)
                 .map_err(|e| internal(e.to_string()))?)
         }
         ops::PINS_LIST => {

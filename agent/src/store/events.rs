@@ -93,6 +93,14 @@ impl EventQuery {
     }
 }
 
+/// A page of the trail: [`EventLog::page`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Page {
+    pub events: Vec<Event>,
+    /// The last sequence number looked at: the next page's `after`.
+    pub next: u64,
+}
+
 /// One agent session as the daemon records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
@@ -312,6 +320,23 @@ impl EventLog {
             ));
         }
         Ok(out)
+    }
+
+    /// The events matching `query` (its `limit` aside) among the `scan` committed events after
+    /// sequence number `after`, oldest first, each with its `seq`; and where the next page
+    /// starts. A reader that follows `next` sees every matching event once, in order.
+    pub fn page(&self, after: u64, scan: usize, query: &EventQuery) -> Result<Page, StoreError> {
+        let batch = self.after(after, scan)?;
+        let next = batch.last().map_or(after, |(seq, _)| *seq);
+        let events = batch
+            .into_iter()
+            .filter(|(_, event)| query.matches(event))
+            .map(|(seq, mut event)| {
+                event.seq = Some(seq);
+                event
+            })
+            .collect();
+        Ok(Page { events, next })
     }
 
     /// The events matching `query`, oldest first.
@@ -717,6 +742,40 @@ mod tests {
         Event::new(EventKind::McpToolCalled, server, action, "test")
             .session(session)
             .tool("read_file")
+    }
+
+    #[test]
+    fn pages_follow_the_trail_once_in_order_and_filter_without_skipping() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path()).unwrap();
+        for i in 0..10 {
+            log.record(event(
+                if i % 3 == 0 { "s1" } else { "s2" },
+                "fs",
+                Action::Allow,
+            ));
+        }
+        log.flush();
+        let s1 = EventQuery {
+            sessions: Some(vec!["s1".into()]),
+            ..Default::default()
+        };
+        let (mut after, mut seen, mut pages) = (0, Vec::new(), 0);
+        loop {
+            let page = log.page(after, 4, &s1).unwrap();
+            if page.next == after {
+                break;
+            }
+            seen.extend(page.events.iter().map(|e| e.seq.unwrap()));
+            after = page.next;
+            pages += 1;
+        }
+        assert_eq!(seen, [1, 4, 7, 10]);
+        assert_eq!(pages, 3);
+        // Past the end: nothing, and the same place.
+        let end = log.page(10, 4, &EventQuery::default()).unwrap();
+        assert!(end.events.is_empty());
+        assert_eq!(end.next, 10);
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod retention;
 
 pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
 pub use body_files::Reporter as BodyReporter;
-pub use events::{EventLog, EventQuery, SessionRecord};
+pub use events::{EventLog, EventQuery, Page, SessionRecord};
 pub use links::{LINK_WINDOW, link_calls};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
 pub use retention::{Pruned, Retention};

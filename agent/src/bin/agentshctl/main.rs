@@ -1,6 +1,7 @@
 //! agentshctl: the command line of agentsh.
 
 mod doctor;
+mod export;
 mod inspect;
 mod pins;
 mod query;
@@ -36,6 +37,9 @@ enum Command {
     /// MCP servers and tools.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// The audit trail as JSON lines, every event once and in order with its `seq`
+    /// (resumable with --cursor, live with --follow).
+    Export(export::Args),
     /// Whether this machine can run kernel enforcement and agentshd is healthy, one line per
     /// check with a fix for each problem (exit 0 none failed, 1 one did).
     Doctor(doctor::Args),
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         // The config's socket comes before the default there: not the resolved `socket`.
         Command::Doctor(args) => doctor::run(&args, cli.socket.as_deref()),
         Command::Session(command) => query::session(&socket, &command),
+        Command::Export(args) => export::run(&args, &socket),
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
         Command::Policy(PolicyCommand::Generate { session, output }) => {
             query::generate(&socket, &session, output.as_ref())

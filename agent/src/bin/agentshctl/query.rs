@@ -54,7 +54,7 @@ fn parse_action(text: &str) -> Result<Action, String> {
         .map_err(|_| format!("`{text}` is not one of allow, audit, alert, block"))
 }
 
-fn parse_since(text: &str) -> Result<SystemTime, String> {
+pub(crate) fn parse_since(text: &str) -> Result<SystemTime, String> {
     let ago = humantime::parse_duration(text)
         .map_err(|e| format!("`{text}` is not a duration like 30m, 1h or 2d: {e}"))?;
     Ok(SystemTime::now() - ago)

@@ -1,0 +1,111 @@
+//! `agentshctl export`: the audit trail as JSON lines, every event once, in order, each with its
+//! `seq`; for files, SIEMs and log shippers. `--cursor` makes it resumable (a cron job appends
+//! what is new), `--follow` keeps it running like `tail -f`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use agentsh::api::Client;
+use agentsh::api::protocol::{EventsPageArgs, ops};
+use agentsh::store::{EventQuery, Page};
+use anyhow::{Context, Result, bail};
+
+/// With `--follow` and nothing new, the daemon is asked again after this.
+const POLL: Duration = Duration::from_millis(500);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Start after this event number (`seq`); 0, the default, is the start of the trail.
+    #[arg(long, value_name = "SEQ", conflicts_with = "cursor")]
+    after: Option<u64>,
+    /// Start after the number in FILE (missing: from the start) and write the last exported
+    /// number there as the output is written: run again, it goes on where it stopped.
+    #[arg(long, value_name = "FILE")]
+    cursor: Option<PathBuf>,
+    /// Only this session's events.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Only events newer than this, e.g. 30m, 1h, 2d.
+    #[arg(long, value_parser = crate::query::parse_since)]
+    since: Option<SystemTime>,
+    /// Keep going: print events as they are recorded, until interrupted.
+    #[arg(long)]
+    follow: bool,
+}
+
+pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    let mut after = match (&args.cursor, args.after) {
+        (Some(path), _) => read_cursor(path)?,
+        (None, after) => after.unwrap_or(0),
+    };
+    let query = EventQuery {
+        sessions: args.session.clone().map(|s| vec![s]),
+        since: args.since,
+        ..EventQuery::default()
+    };
+    let stdout = std::io::stdout();
+    loop {
+        let page: Page = client.call(
+            ops::EVENTS_PAGE,
+            &EventsPageArgs {
+                after,
+                query: query.clone(),
+            },
+        )?;
+        if page.next == after {
+            if !args.follow {
+                return Ok(ExitCode::SUCCESS);
+            }
+            std::thread::sleep(POLL);
+            continue;
+        }
+        // Written out before the cursor moves past it: a crash repeats lines, never skips any.
+        match write_lines(&mut stdout.lock(), &page) {
+            // `| head` has seen enough.
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(ExitCode::SUCCESS);
+            }
+            other => other.context("writing the events")?,
+        }
+        after = page.next;
+        if let Some(path) = &args.cursor {
+            write_cursor(path, after)?;
+        }
+    }
+}
+
+fn write_lines(out: &mut impl Write, page: &Page) -> std::io::Result<()> {
+    for event in &page.events {
+        serde_json::to_writer(&mut *out, event)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+fn read_cursor(path: &Path) -> Result<u64> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match text.trim().parse() {
+            Ok(seq) => Ok(seq),
+            Err(_) => bail!(
+                "{}: `{}` is not an event number (delete the file to start over)",
+                path.display(),
+                text.trim()
+            ),
+        },
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Written aside and renamed: a crash leaves the old number or the new one, never half.
+fn write_cursor(path: &Path, seq: u64) -> Result<()> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".new");
+    let temp = PathBuf::from(temp);
+    std::fs::write(&temp, format!("{seq}\n"))
+        .and_then(|()| std::fs::rename(&temp, path))
+        .with_context(|| format!("writing {}", path.display()))
+}
