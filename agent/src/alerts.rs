@@ -94,6 +94,10 @@ impl Webhook {
 }
 
 impl EventSink for Webhook {
+    fn wants(&self, event: &Event) -> bool {
+        is_alert(event)
+    }
+
     fn record(&self, event: Event) {
         if !is_alert(&event) {
             return;

@@ -282,6 +282,12 @@ pub(crate) mod optional_rfc3339 {
 pub trait EventSink: Send + Sync {
     fn record(&self, event: Event);
 
+    /// Whether [`Self::record`] would keep `event`: a [`Fanout`] copies events only for the
+    /// sinks that keep them.
+    fn wants(&self, _event: &Event) -> bool {
+        true
+    }
+
     /// Writes out everything recorded so far; called before the process exits.
     fn close(&self) {}
 }
@@ -390,12 +396,19 @@ pub struct Fanout(pub Vec<Arc<dyn EventSink>>);
 
 impl EventSink for Fanout {
     fn record(&self, event: Event) {
-        if let Some((last, rest)) = self.0.split_last() {
-            for sink in rest {
+        let Some(last) = self.0.iter().rposition(|sink| sink.wants(&event)) else {
+            return;
+        };
+        for sink in &self.0[..last] {
+            if sink.wants(&event) {
                 sink.record(event.clone());
             }
-            last.record(event);
         }
+        self.0[last].record(event);
+    }
+
+    fn wants(&self, event: &Event) -> bool {
+        self.0.iter().any(|sink| sink.wants(event))
     }
 
     fn close(&self) {
@@ -408,6 +421,53 @@ impl EventSink for Fanout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keeps what it is given; with `only_blocks`, wants blocks only.
+    #[derive(Default)]
+    struct Kept {
+        only_blocks: bool,
+        events: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl EventSink for Kept {
+        fn record(&self, event: Event) {
+            self.events.lock().unwrap().push(event.reason);
+        }
+        fn wants(&self, event: &Event) -> bool {
+            !self.only_blocks || event.action == Action::Block
+        }
+    }
+
+    #[test]
+    fn fanout_gives_each_sink_what_it_wants() {
+        let all = Arc::new(Kept::default());
+        let blocks = Arc::new(Kept {
+            only_blocks: true,
+            ..Kept::default()
+        });
+        // The picky sink last: an event it does not want still reaches the first.
+        let fanout = Fanout(vec![all.clone(), blocks.clone()]);
+        fanout.record(Event::new(
+            EventKind::McpToolCalled,
+            "fs",
+            Action::Allow,
+            "a",
+        ));
+        fanout.record(Event::new(
+            EventKind::McpToolCalled,
+            "fs",
+            Action::Block,
+            "b",
+        ));
+        assert_eq!(*all.events.lock().unwrap(), ["a", "b"]);
+        assert_eq!(*blocks.events.lock().unwrap(), ["b"]);
+        assert!(fanout.wants(&Event::new(
+            EventKind::McpToolCalled,
+            "fs",
+            Action::Allow,
+            "c"
+        )));
+    }
 
     #[test]
     fn jsonl_lines_carry_the_documented_fields() {

@@ -287,7 +287,7 @@ async fn fetch_over_sse(
     }
     let mut stream = EventStream::new(response.into_body(), max);
     let endpoint = loop {
-        let event = stream.next().await?;
+        let event = stream.expect().await?;
         if event.name() == Some("endpoint") {
             break url
                 .join(event.data().trim())
@@ -352,21 +352,20 @@ impl EventStream {
         }
     }
 
-    async fn next(&mut self) -> Result<sse::Event, PrefetchError> {
+    /// The next event; None when the stream has ended.
+    async fn next(&mut self) -> Result<Option<sse::Event>, PrefetchError> {
         let unreadable = |why: String| PrefetchError::Unreadable {
             method: "GET".to_owned(),
             why,
         };
         loop {
             if let Some(event) = self.ready.pop_front() {
-                return Ok(event);
+                return Ok(Some(event));
             }
-            let frame = self
-                .body
-                .frame()
-                .await
-                .ok_or_else(|| unreadable("the stream ended".to_owned()))?
-                .map_err(|e| unreadable(e.to_string()))?;
+            let Some(frame) = self.body.frame().await else {
+                return Ok(None);
+            };
+            let frame = frame.map_err(|e| unreadable(e.to_string()))?;
             if let Ok(data) = frame.into_data() {
                 let mut events = Vec::new();
                 self.reader
@@ -377,6 +376,14 @@ impl EventStream {
         }
     }
 
+    /// The next event, where the stream must go on (the server's half of a conversation).
+    async fn expect(&mut self) -> Result<sse::Event, PrefetchError> {
+        self.next().await?.ok_or_else(|| PrefetchError::Unreadable {
+            method: "GET".to_owned(),
+            why: "the stream ended".to_owned(),
+        })
+    }
+
     /// The result of request `id`, from the messages on the stream (each through the guard).
     async fn answer(
         &mut self,
@@ -385,7 +392,7 @@ impl EventStream {
         method: &str,
     ) -> Result<Value, PrefetchError> {
         loop {
-            let event = self.next().await?;
+            let event = self.expect().await?;
             if event.name().is_some_and(|n| n != "message") || event.data().trim().is_empty() {
                 continue;
             }
@@ -456,12 +463,7 @@ async fn read_answer(
     // A POST's stream ends once its request is answered.
     let mut stream = EventStream::new(response.into_body(), max);
     let mut messages = Vec::new();
-    loop {
-        let event = match stream.next().await {
-            Ok(event) => event,
-            Err(PrefetchError::Unreadable { why, .. }) if why == "the stream ended" => break,
-            Err(err) => return Err(err),
-        };
+    while let Some(event) = stream.next().await? {
         if event.data().trim().is_empty() {
             continue;
         }

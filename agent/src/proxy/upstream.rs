@@ -74,10 +74,10 @@ fn connector() -> HttpConnector {
 /// The system's roots (SSL_CERT_FILE / SSL_CERT_DIR honoured) and the extra ones: what both
 /// upstream paths verify against.
 pub fn roots(extra_roots: &[PathBuf]) -> Result<RootCertStore, UpstreamError> {
+    let (system, system_error) = system_roots();
     let mut store = RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
     // A bad certificate among hundreds in the system store is skipped, not fatal.
-    store.add_parsable_certificates(native.certs);
+    store.add_parsable_certificates(system.iter().cloned());
     for path in extra_roots {
         for cert in read_pem(path)? {
             store.add(cert).map_err(|e| UpstreamError::ExtraRoot {
@@ -87,13 +87,23 @@ pub fn roots(extra_roots: &[PathBuf]) -> Result<RootCertStore, UpstreamError> {
         }
     }
     if store.is_empty() {
-        let why = native
-            .errors
-            .first()
-            .map_or_else(|| "no certificates found".to_owned(), ToString::to_string);
+        let why = system_error
+            .clone()
+            .unwrap_or_else(|| "no certificates found".to_owned());
         return Err(UpstreamError::NoRoots(why));
     }
     Ok(store)
+}
+
+/// The system store, read once per process: the proxy, the transparent front, the webhook and
+/// the exporter each build a client from it. The first error, if any, says why it is short.
+fn system_roots() -> &'static (Vec<CertificateDer<'static>>, Option<String>) {
+    static SYSTEM: std::sync::OnceLock<(Vec<CertificateDer<'static>>, Option<String>)> =
+        std::sync::OnceLock::new();
+    SYSTEM.get_or_init(|| {
+        let native = rustls_native_certs::load_native_certs();
+        (native.certs, native.errors.first().map(ToString::to_string))
+    })
 }
 
 fn read_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, UpstreamError> {
