@@ -85,21 +85,37 @@ python_peers otlp
 
 # What only the tests need (`setup.sh --tests`, which `make test` runs): the package test
 # builds the deb with cargo-deb and installs it into a fresh Debian root, a debootstrap minbase
-# of bookworm kept as a tarball.
+# of bookworm (with ca-certificates, which the package depends on) kept as a tarball; the boot test installs it where systemd runs (below).
 if [ "${1:-}" = --tests ]; then
   apt_install binutils
   command -v cargo-deb >/dev/null || { say "cargo install cargo-deb"; cargo install --locked cargo-deb; }
   command -v cargo-generate-rpm >/dev/null ||
     { say "cargo install cargo-generate-rpm"; cargo install --locked cargo-generate-rpm; }
   command -v rpm >/dev/null || apt_install rpm
-  root_tar=/var/cache/agentsh/bookworm-minbase-ish.tar
+  root_tar=/var/cache/agentsh/bookworm-minbase-ca.tar
   if [ "$(id -u)" -eq 0 ] && [ ! -f "$root_tar" ]; then
     apt_install debootstrap
     say "debootstrap bookworm (minbase) for the package test"
     tmp=$(mktemp -d)
-    debootstrap --variant=minbase --include=init-system-helpers bookworm "$tmp" http://deb.debian.org/debian >/dev/null
+    debootstrap --variant=minbase --include=init-system-helpers,ca-certificates bookworm "$tmp" http://deb.debian.org/debian >/dev/null
     mkdir -p "$(dirname "$root_tar")"
     tar -C "$tmp" -cf "$root_tar.new" . && mv "$root_tar.new" "$root_tar"
+    rm -rf "$tmp"
+  fi
+  # The boot test (tests/tests/systemd_boot.rs) boots a second root under systemd-nspawn, with
+  # systemd as its PID 1: bookworm with systemd, dbus and the system roots (agentshd's upstream
+  # TLS needs them). No procps: the unit must not need /bin/kill.
+  command -v systemd-nspawn >/dev/null || apt_install systemd-container
+  systemd_tar=/var/cache/agentsh/bookworm-systemd.tar
+  if [ "$(id -u)" -eq 0 ] && [ ! -f "$systemd_tar" ]; then
+    apt_install debootstrap
+    say "debootstrap bookworm (systemd) for the boot test"
+    tmp=$(mktemp -d)
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,ca-certificates,init-system-helpers \
+      bookworm "$tmp" http://deb.debian.org/debian >/dev/null
+    chmod 755 "$tmp" # the root directory (mktemp made it 0700): services run as other users
+    mkdir -p "$(dirname "$systemd_tar")"
+    tar -C "$tmp" -cf "$systemd_tar.new" . && mv "$systemd_tar.new" "$systemd_tar"
     rm -rf "$tmp"
   fi
 fi

@@ -10,7 +10,7 @@ use std::process::Command;
 use agentsh_tests::{bin, repo_root, run_bounded};
 
 /// The fresh root's tarball, made by scripts/setup.sh.
-const ROOT_TARBALL: &str = "/var/cache/agentsh/bookworm-minbase-ish.tar";
+const ROOT_TARBALL: &str = "/var/cache/agentsh/bookworm-minbase-ca.tar";
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -129,6 +129,12 @@ fn the_deb_installs_into_a_fresh_root_and_removes_cleanly() {
     }
     let info = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
     assert!(info.contains("Package: agentsh"), "{info}");
+    // agentshd does not start without system roots (upstream TLS).
+    assert!(
+        info.lines()
+            .any(|l| l.trim_start().starts_with("Depends:") && l.contains("ca-certificates")),
+        "{info}"
+    );
 
     // A fresh root, the package installed in it.
     let root = fresh_root(dir.path());
@@ -232,6 +238,11 @@ fn the_rpm_holds_the_same_files_and_installs_with_rpm() {
     assert!(
         config.lines().any(|l| l == "/etc/agentsh/agentsh.yaml"),
         "{config}"
+    );
+    let requires = run(Command::new("rpm").arg("-qpR").arg(&rpm));
+    assert!(
+        requires.lines().any(|l| l.trim() == "ca-certificates"),
+        "{requires}"
     );
     let scripts = run(Command::new("rpm").args(["-qp", "--scripts"]).arg(&rpm));
     assert!(scripts.contains("groupadd --system agentsh"), "{scripts}");
