@@ -631,6 +631,17 @@ pub fn cgroup_level(dir: &Path) -> Result<u32, KernelError> {
     u32::try_from(depth(&root) + depth(below)).map_err(|_| KernelError::NotACgroup(dir.clone()))
 }
 
+/// The inode of the initial cgroup namespace (the kernel's `PROC_CGROUP_INIT_INO`).
+const INITIAL_CGROUP_NAMESPACE: u64 = 0xEFFF_FFFB;
+
+/// Whether this process is in a cgroup namespace of its own (a container's, usually): there
+/// [`cgroup_level`] cannot see the kernel's levels, and the hooks would match no session.
+/// Unknown (no /proc/self/ns/cgroup: a kernel without cgroup namespaces) counts as no.
+pub fn in_cgroup_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/cgroup").is_ok_and(|ns| ns.ino() != INITIAL_CGROUP_NAMESPACE)
+}
+
 /// Where cgroup2 is mounted: `/sys/fs/cgroup` on unified hosts, `/sys/fs/cgroup/unified` on
 /// hybrid ones; read from mountinfo, never assumed.
 pub fn cgroup2_mount() -> Result<PathBuf, KernelError> {

@@ -510,3 +510,49 @@ grep -q "^0::/agentsh-test-" /proc/self/cgroup || exit 7
         out.stderr
     );
 }
+
+/// agentshd in a cgroup namespace of its own (a container's default on cgroup2 hosts), where
+/// the kernel's cgroup levels the hooks match sessions by are hidden.
+#[test]
+fn in_a_cgroup_namespace_agentshd_says_why_and_runs_without_the_hooks() {
+    if !can_load_hooks("cgroup_namespace") {
+        return;
+    }
+    const IN_A_CGROUP_NAMESPACE: &[&str] = &["unshare", "--cgroup"];
+    let kernel = |enforcement: &str| {
+        format!(
+            "kernel:\n  enforcement: {enforcement}\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\nproxy:\n  listen: 127.0.0.1:0\n"
+        )
+    };
+    // auto: it runs, with the explicit proxy, and says why the hooks are off and the way out.
+    let dir = tempfile::tempdir().unwrap();
+    let daemon =
+        Daemon::start_wrapped(dir.path(), IN_A_CGROUP_NAMESPACE, NO_TOOLS, &kernel("auto"));
+    assert!(daemon.proxy.is_some(), "{:?}", daemon.startup);
+    let said = daemon.startup.concat();
+    assert!(said.contains("; no kernel enforcement;"), "{said}");
+    assert!(
+        said.contains(
+            "agentshd: limitation: no kernel enforcement (agentshd runs in a cgroup namespace of its own"
+        ) && said.contains("--cgroupns=host"),
+        "{said}"
+    );
+    drop(daemon);
+
+    // required: it does not start, and says why.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Daemon::fail_to_start(
+        dir.path(),
+        IN_A_CGROUP_NAMESPACE,
+        NO_TOOLS,
+        &kernel("required"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "kernel.enforcement is required, and the kernel programs cannot run: agentshd runs in a cgroup namespace of its own"
+        ),
+        "{}",
+        out.stderr
+    );
+}

@@ -10,7 +10,7 @@
 //!
 //! Two containers. One is allowed BPF (CAP_BPF and CAP_PERFMON, the bpf() system call, a bpffs
 //! of its own at /sys/fs/bpf, no cgroup namespace: inside one the kernel's cgroup levels are
-//! hidden and agentshd's self-test refuses the hooks): there kernel enforcement is on, a
+//! hidden and agentshd leaves the hooks off): there kernel enforcement is on, a
 //! session's connection to a denied address fails with EPERM, a restart of the unit leaves a
 //! running session alive (KillMode=process) and agentshd resumes it, and removal unpins the
 //! programs. The other is nspawn's default (no CAP_BPF, bpf() filtered, a cgroup namespace):
@@ -262,7 +262,7 @@ impl Container {
             ])
             .arg(format!("--bind={}:/sys/fs/bpf", bpffs.display()))
             // In a cgroup namespace agentshd cannot tell the kernel's level of the
-            // sessions' cgroup (its self-test says so and it does not start).
+            // sessions' cgroup (it says so and runs without the hooks).
             .env("SYSTEMD_NSPAWN_USE_CGNS", "0");
         }
         c.nspawn = Some(cmd.spawn().expect("systemd-nspawn"));

@@ -383,6 +383,11 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     Ok(())
 }
 
+/// Why the hooks cannot work in a cgroup namespace, and the way out.
+const CGROUP_NAMESPACE: &str = "agentshd runs in a cgroup namespace of its own, which hides the \
+     kernel's cgroup levels the hooks find sessions by; run it in the host's (`docker run \
+     --cgroupns=host`, or SYSTEMD_NSPAWN_USE_CGNS=0 for systemd-nspawn)";
+
 /// Loads the kernel programs when config and the host allow; says in `limitations` why not
 /// otherwise. `kernel.enforcement: required` makes "not" an error.
 fn load_kernel(
@@ -394,6 +399,9 @@ fn load_kernel(
         (Enforce::Off, _) => return Ok(None),
         (_, Tracking::Process) => {
             "sessions are not cgroups here, and the kernel hooks work by cgroup".to_owned()
+        }
+        (_, Tracking::Cgroup { .. }) if agentsh::kernel::in_cgroup_namespace() => {
+            CGROUP_NAMESPACE.to_owned()
         }
         (_, Tracking::Cgroup { .. }) => match KernelPrograms::load() {
             Ok(programs) => return Ok(Some(programs)),
