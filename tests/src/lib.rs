@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod kernel;
 pub mod llm;
 pub mod network;
+pub mod packages;
 pub mod recorder;
 
 /// The repository root.

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentsh_tests::{Output, bin, repo_root, run_bounded};
+use agentsh_tests::packages::{build_deb, run, unpack};
+use agentsh_tests::{Output, run_bounded};
 use serde_json::Value;
 
 /// The root to boot: bookworm with systemd, made by scripts/setup.sh --tests.
@@ -77,17 +78,6 @@ fn prerequisites(test: &str) -> bool {
     false
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The deb to install: `AGENTSH_DEB`, or this build's binaries (stripped, as `make packages`
 /// stages its own) packaged by cargo-deb into `dir`.
 fn deb(dir: &Path) -> PathBuf {
@@ -96,28 +86,7 @@ fn deb(dir: &Path) -> PathBuf {
         assert!(deb.is_file(), "AGENTSH_DEB={} is not a file", deb.display());
         return deb;
     }
-    let target = dir.join("target");
-    std::fs::create_dir_all(target.join("release")).unwrap();
-    for binary in ["agentshd", "agentshctl", "agentsh-shim"] {
-        run(Command::new("strip")
-            .arg("-o")
-            .arg(target.join("release").join(binary))
-            .arg(bin(binary)));
-    }
-    let mut cmd = Command::new("cargo");
-    cmd.args(["deb", "-p", "agentsh", "--no-build", "--no-strip", "--fast"])
-        .arg("--output")
-        .arg(dir)
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(repo_root());
-    let out = run_bounded(cmd, b"", Duration::from_secs(600));
-    assert!(out.status.success(), "cargo deb: {}", out.stderr);
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .unwrap_or_else(|| panic!("no .deb in {}", dir.display()))
+    build_deb(dir)
 }
 
 /// Where the name=systemd v1 hierarchy is mounted (hybrid hosts), from mountinfo.
@@ -205,11 +174,7 @@ impl Container {
             console: dir.path().join("console.log"),
             dir,
         };
-        let root = c.dir.path().join("root");
-        std::fs::create_dir(&root).unwrap();
-        run(Command::new("tar")
-            .args(["-xf", ROOT_TARBALL, "-C"])
-            .arg(&root));
+        let root = unpack(Path::new(ROOT_TARBALL), &c.dir.path().join("root"));
         // Services run as other users: `/` must be theirs to traverse, whatever the tarball
         // recorded for it.
         use std::os::unix::fs::PermissionsExt;
