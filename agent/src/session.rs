@@ -482,6 +482,17 @@ fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionEr
             return Err(SessionError::Create { path, source });
         }
     }
+    // The process first, then the delegation: under systemd agentshd has no CAP_DAC_OVERRIDE,
+    // and a cgroup.procs already given to the agent's user would refuse root's write.
+    let procs = dir.join("cgroup.procs");
+    if let Err(source) = fs::write(&procs, pid.to_string()) {
+        let _ = fs::remove_dir(dir);
+        return Err(SessionError::Place {
+            pid,
+            path: procs,
+            source,
+        });
+    }
     // Delegation: the agent's user may organise its own processes below the session.
     if owner != 0 {
         let uid = Some(nix::unistd::Uid::from_raw(owner));
@@ -496,23 +507,13 @@ fn place_in_new_cgroup(dir: &Path, pid: u32, owner: u32) -> Result<(), SessionEr
             } else {
                 dir.join(name)
             };
-            if let Err(err) = nix::unistd::chown(&path, uid, None) {
-                let _ = fs::remove_dir(dir);
-                return Err(SessionError::Create {
-                    path,
-                    source: err.into(),
-                });
-            }
+            // (The process is placed: the caller's failure path ends it, and the empty
+            // cgroup goes with the session.)
+            nix::unistd::chown(&path, uid, None).map_err(|err| SessionError::Create {
+                path,
+                source: err.into(),
+            })?;
         }
-    }
-    let procs = dir.join("cgroup.procs");
-    if let Err(source) = fs::write(&procs, pid.to_string()) {
-        let _ = fs::remove_dir(dir);
-        return Err(SessionError::Place {
-            pid,
-            path: procs,
-            source,
-        });
     }
     Ok(())
 }

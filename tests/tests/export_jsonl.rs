@@ -164,3 +164,58 @@ fn the_trail_exports_once_in_order_resumes_and_follows() {
         (last + 1..=last + numbers.len() as u64).collect::<Vec<_>>()
     );
 }
+
+/// `agentshctl run --report --events`: a CI job's artifacts, written when the agent has exited
+/// (its session ended), whatever the agent's exit code, which stays the run's; through sudo,
+/// the agent runs as the invoking user and the files are that user's.
+#[test]
+fn run_writes_the_sessions_report_and_events_when_the_agent_exits() {
+    if skip_unless_root() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path(), "");
+    let report = dir.path().join("agentsh-report.json");
+    let events = dir.path().join("agentsh-events.jsonl");
+    // As `sudo` leaves it for a runner user (nobody here): agentshctl drops to SUDO_UID.
+    let mut cmd = daemon.session_command(
+        &[
+            "--report",
+            report.to_str().unwrap(),
+            "--events",
+            events.to_str().unwrap(),
+        ],
+        "ci-42",
+        "test \"$(id -u)\" = 65534 || exit 9; exit 3",
+    );
+    cmd.env("SUDO_UID", "65534").env("SUDO_GID", "65534");
+    let out = agentsh_tests::run_bounded(cmd, b"", Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(3), "{}", out.stderr);
+
+    let session = daemon.session_id("ci-42");
+    let report_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(
+        report_json["session"]["id"],
+        session.as_str(),
+        "{report_json}"
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().all(|e| e["session"] == session.as_str()));
+    let kinds: Vec<&str> = lines.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"session_ended"), "{kinds:?}");
+    for file in [&report, &events] {
+        assert_eq!(
+            std::fs::metadata(file).unwrap().uid(),
+            65534,
+            "{}",
+            file.display()
+        );
+    }
+}

@@ -302,14 +302,26 @@ impl Container {
     /// `args` run by the container's systemd as a transient service (its own cgroup, a
     /// service's environment), as a shell on the machine would run them; waited for.
     fn run(&self, args: &[&str]) -> Output {
+        self.run_in("/", &[], args)
+    }
+
+    /// [`Self::run`] in the directory `dir`, with `env` set.
+    fn run_in(&self, dir: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let working_directory = format!("--working-directory={dir}");
+        let settings: Vec<String> = env
+            .iter()
+            .map(|(name, value)| format!("--setenv={name}={value}"))
+            .collect();
         let mut all = vec![
             "systemd-run",
             "--quiet",
             "--wait",
             "--pipe",
             "--collect",
-            "--",
+            &working_directory,
         ];
+        all.extend(settings.iter().map(String::as_str));
+        all.push("--");
         all.extend(args);
         self.enter(&all)
     }
@@ -734,4 +746,132 @@ fn under_systemd_without_bpf_the_deb_runs_without_kernel_enforcement() {
     if prerequisites(test) {
         lifecycle(test, Bpf::Default);
     }
+}
+
+/// The README's GitLab job: the lines of the `agent:` job's `script:`.
+fn gitlab_script(readme: &str) -> Vec<String> {
+    let start = readme
+        .find("agent:\n  script:\n")
+        .expect("the GitLab job in README.md");
+    readme[start..]
+        .lines()
+        .skip(2)
+        .map_while(|l| l.strip_prefix("    - "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Plays sudo for the recipe: the runner user (uid 1001) becomes root, with what sudo sets.
+const SUDO_STAND_IN: &str = r#"#!/bin/sh
+[ "$1" = -E ] && shift
+export SUDO_UID=1001 SUDO_GID=1001 SUDO_USER=runner
+exec "$@"
+"#;
+
+/// The job's agent: says who it runs as, and tries the cloud metadata service (denied by the
+/// shipped config's kernel.deny) and must be refused.
+const RUN_AGENT: &str = r#"#!/bin/bash
+id -un > whoami.txt
+if (exec 3<>/dev/tcp/169.254.169.254/80) 2>/dev/null; then echo "reached the metadata service"; exit 1; fi
+"#;
+
+#[test]
+fn the_readme_ci_recipe_runs_under_systemd() {
+    let test = "boot-ci";
+    if !prerequisites(test) {
+        return;
+    }
+    let readme = std::fs::read_to_string(agentsh_tests::repo_root().join("README.md")).unwrap();
+    let script = gitlab_script(&readme);
+    assert_eq!(script.len(), 3, "{script:?}");
+    // The GitHub job runs the same agent line.
+    let github = readme
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("run: ")
+                .filter(|r| r.contains("agentshctl run"))
+        })
+        .expect("the GitHub job's agentshctl run");
+    assert_eq!(github.replace("GITHUB_RUN_ID", "CI_JOB_ID"), script[2]);
+    let deb_name = script[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("./").filter(|w| w.ends_with(".deb")))
+        .expect("the deb the job installs");
+
+    let dir = tempfile::tempdir().unwrap();
+    let c = Container::boot(test, Bpf::Allowed, &deb(dir.path()));
+    c.ok(&[
+        "useradd",
+        "--create-home",
+        "--uid",
+        "1001",
+        "--user-group",
+        "runner",
+    ]);
+    let work = c.path("/home/runner/ci");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::copy(c.path("/root/agentsh.deb"), work.join(deb_name)).unwrap();
+    std::fs::write(work.join("run-agent.sh"), RUN_AGENT).unwrap();
+    std::fs::write(c.path("/usr/local/bin/sudo"), SUDO_STAND_IN).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [
+        (work.join("run-agent.sh"), 0o755),
+        (c.path("/usr/local/bin/sudo"), 0o755),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    c.ok(&["chown", "-R", "runner:runner", "/home/runner/ci"]);
+
+    for line in &script {
+        let out = c.run_in(
+            "/home/runner/ci",
+            &[("CI_JOB_ID", "42")],
+            &["bash", "-c", line],
+        );
+        assert!(
+            out.status.success(),
+            "`{line}` ({}):\n{}{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr,
+            c.journal()
+        );
+    }
+
+    // The artifacts: the runner's, the session's report (ended) and its events, the
+    // refused connection among them; the agent ran as the runner.
+    use std::os::unix::fs::MetadataExt;
+    let report_path = work.join("agentsh-report.json");
+    let events_path = work.join("agentsh-events.jsonl");
+    for file in [&report_path, &events_path] {
+        let meta = std::fs::metadata(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(meta.uid(), 1001, "{}", file.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.join("whoami.txt"))
+            .unwrap()
+            .trim(),
+        "runner"
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(report["session"]["name"], "ci-42", "{report}");
+    assert_eq!(report["live"], false, "{report}");
+    let events: Vec<Value> = std::fs::read_to_string(&events_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"session_ended"), "{kinds:?}");
+    assert!(
+        events.iter().any(|e| e["event"] == "mcp_network_connection"
+            && e["action"] == "block"
+            && e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("169.254.169.254"))),
+        "{events:#?}"
+    );
 }

@@ -48,13 +48,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     };
     let stdout = std::io::stdout();
     loop {
-        let page: Page = client.call(
-            ops::EVENTS_PAGE,
-            &EventsPageArgs {
-                after,
-                query: query.clone(),
-            },
-        )?;
+        let page = fetch(&mut client, after, &query)?;
         if page.next == after {
             if !args.follow {
                 return Ok(ExitCode::SUCCESS);
@@ -74,6 +68,30 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         if let Some(path) = &args.cursor {
             write_cursor(path, after)?;
         }
+    }
+}
+
+/// The page after `after`.
+fn fetch(client: &mut Client, after: u64, query: &EventQuery) -> Result<Page> {
+    Ok(client.call(
+        ops::EVENTS_PAGE,
+        &EventsPageArgs {
+            after,
+            query: query.clone(),
+        },
+    )?)
+}
+
+/// Every event matching `query` as JSON lines into `out`, to the end of the trail as it is.
+pub fn write_all(client: &mut Client, query: &EventQuery, out: &mut impl Write) -> Result<()> {
+    let mut after = 0;
+    loop {
+        let page = fetch(client, after, query)?;
+        if page.next == after {
+            return Ok(());
+        }
+        write_lines(out, &page)?;
+        after = page.next;
     }
 }
 

@@ -1,4 +1,5 @@
-//! `agentshctl run [--policy FILE] [--name NAME] [--no-kernel] -- CMD ARGS...`: start an agent in a session.
+//! `agentshctl run [--policy FILE] [--name NAME] [--no-kernel] [--report FILE] [--events FILE]
+//! -- CMD ARGS...`: start an agent in a session.
 //!
 //! The launcher forks; the child waits on a pipe while agentshd creates the session and moves
 //! the child into its cgroup; then the child drops to the invoking user (when started through
@@ -14,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agentsh::api::Client;
-use agentsh::api::protocol::{PolicySource, SessionCreateArgs, SessionCreated, ops};
+use agentsh::api::protocol::{
+    PolicySource, SessionArgs, SessionCreateArgs, SessionCreated, SessionListArgs, ops,
+};
 use anyhow::{Context as _, Result, bail};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -40,6 +43,14 @@ pub struct Args {
     /// anyway when agentshd has no kernel enforcement.
     #[arg(long)]
     no_kernel: bool,
+    /// When the agent has exited, write the session's report here (JSON, what
+    /// `agentshctl session report --json` prints): a CI job's artifact.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// When the agent has exited, write the session's events here (JSON lines, what
+    /// `agentshctl export --session` prints).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
     /// The agent and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -203,7 +214,70 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     if let Some(dir) = &launcher_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
+    if args.report.is_some() || args.events.is_some() {
+        // The agent's exit code stands whatever happens here: a failed write is said, not
+        // returned.
+        if let Err(err) = write_artifacts(args, socket, &session.id, target.as_ref()) {
+            eprintln!("agentshctl: {err:#}");
+        }
+    }
     agentsh::process::exit_like(status)
+}
+
+/// How long the session may take to end after its agent: what the agent left running ends
+/// with it, or the artifacts say the session is still live.
+const SESSION_END_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `--report` and `--events`, once the session has ended (or [`SESSION_END_PATIENCE`] passed);
+/// owned by the invoking user when run through sudo.
+fn write_artifacts(args: &Args, socket: &Path, session: &str, owner: Option<&User>) -> Result<()> {
+    let mut client = Client::connect(socket)?;
+    let deadline = std::time::Instant::now() + SESSION_END_PATIENCE;
+    loop {
+        let sessions: Vec<serde_json::Value> =
+            client.call(ops::SESSION_LIST, &SessionListArgs {})?;
+        let live = sessions
+            .iter()
+            .any(|s| s["id"] == session && s["live"] == true);
+        if !live || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let create = |path: &Path| -> Result<std::io::BufWriter<std::fs::File>> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if let Some(user) = owner {
+            nix::unistd::fchown(&file, Some(user.uid), Some(user.gid))
+                .with_context(|| format!("cannot give {} to {}", path.display(), user.name))?;
+        }
+        Ok(std::io::BufWriter::new(file))
+    };
+    if let Some(path) = &args.report {
+        let report: serde_json::Value = client.call(
+            ops::SESSION_REPORT,
+            &SessionArgs {
+                session: session.to_owned(),
+            },
+        )?;
+        let mut out = create(path)?;
+        serde_json::to_writer(&mut out, &report)?;
+        out.write_all(b"\n")?;
+        out.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.events {
+        let query = agentsh::store::EventQuery {
+            sessions: Some(vec![session.to_owned()]),
+            ..Default::default()
+        };
+        let mut out = create(path)?;
+        crate::export::write_all(&mut client, &query, &mut out)
+            .with_context(|| format!("writing {}", path.display()))?;
+        out.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What the agent's environment trusted besides the system roots: the files its CA variables
