@@ -17,6 +17,10 @@
 //! with `enforcement: auto` agentshd runs without kernel enforcement, says so, and sessions
 //! still work.
 //!
+//! A third container runs the README's GitLab job as written (its runner user, sudo played by a
+//! stand-in) and checks its artifacts, then a user of the agentsh group starts a session
+//! without sudo, as on a workstation.
+//!
 //! Needs root, systemd-nspawn and the root tarball; without them it is skipped, except under
 //! CI (`CI` set), where a missing prerequisite fails. `AGENTSH_DEB` names a deb to test (the
 //! one `make packages` built, say) instead of packaging this build's debug binaries.
@@ -874,4 +878,38 @@ fn the_readme_ci_recipe_runs_under_systemd() {
                 .is_some_and(|r| r.contains("169.254.169.254"))),
         "{events:#?}"
     );
+
+    // A workstation's user: in the agentsh group, no sudo, its own session.
+    c.ok(&["usermod", "--append", "--groups", "agentsh", "runner"]);
+    let out = c.run_in(
+        "/home/runner",
+        &[],
+        &[
+            "runuser",
+            "-u",
+            "runner",
+            "--",
+            "agentshctl",
+            "run",
+            "--name",
+            "desk",
+            "--",
+            "id",
+            "-un",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}\n{}",
+        out.stdout,
+        out.stderr,
+        c.journal()
+    );
+    assert_eq!(out.stdout.trim(), "runner");
+    let desk = c
+        .sessions()
+        .into_iter()
+        .find(|s| s["name"] == "desk")
+        .expect("the user's session");
+    assert_eq!(desk["owner"], "runner", "{desk}");
 }
