@@ -17,7 +17,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
@@ -299,13 +301,7 @@ impl EventLog {
     /// numbers: what an exporter reads, a batch at a time, from where it left off.
     pub fn after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Event)>, StoreError> {
         let shared = &self.shared;
-        let txn = shared
-            .db
-            .begin_read()
-            .map_err(|e| shared.db_err("begin read", e))?;
-        let events = txn
-            .open_table(EVENTS)
-            .map_err(|e| shared.db_err("open events", e))?;
+        let (_txn, events) = shared.read_table(EVENTS, "open events")?;
         let mut out = Vec::new();
         let start = after.saturating_add(1);
         for entry in events
@@ -342,13 +338,7 @@ impl EventLog {
     /// The events matching `query`, oldest first.
     pub fn query(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let shared = &self.shared;
-        let txn = shared
-            .db
-            .begin_read()
-            .map_err(|e| shared.db_err("begin read", e))?;
-        let events = txn
-            .open_table(EVENTS)
-            .map_err(|e| shared.db_err("open events", e))?;
+        let (txn, events) = shared.read_table(EVENTS, "open events")?;
         let limit = query.limit.unwrap_or(usize::MAX);
         if limit == 0 {
             return Ok(Vec::new());
@@ -419,13 +409,7 @@ impl EventLog {
 
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let shared = &self.shared;
-        let txn = shared
-            .db
-            .begin_read()
-            .map_err(|e| shared.db_err("begin read", e))?;
-        let table = txn
-            .open_table(SESSIONS)
-            .map_err(|e| shared.db_err("open sessions", e))?;
+        let (_txn, table) = shared.read_table(SESSIONS, "open sessions")?;
         let Some(value) = table.get(id).map_err(|e| shared.db_err("read", e))? else {
             return Ok(None);
         };
@@ -441,13 +425,7 @@ impl EventLog {
     /// Every recorded session, newest first.
     pub fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let shared = &self.shared;
-        let txn = shared
-            .db
-            .begin_read()
-            .map_err(|e| shared.db_err("begin read", e))?;
-        let table = txn
-            .open_table(SESSIONS)
-            .map_err(|e| shared.db_err("open sessions", e))?;
+        let (_txn, table) = shared.read_table(SESSIONS, "open sessions")?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(|e| shared.db_err("range", e))? {
             let (key, value) = entry.map_err(|e| shared.db_err("read", e))?;
@@ -502,6 +480,21 @@ impl Drop for EventLog {
 impl Shared {
     fn db_err(&self, what: &'static str, err: impl Into<redb::Error>) -> StoreError {
         db_err(&self.path, what, err)
+    }
+
+    /// A read snapshot and one of its tables (`what` names the table in errors); open more
+    /// tables of the same snapshot from the transaction.
+    fn read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        table: TableDefinition<K, V>,
+        what: &'static str,
+    ) -> Result<(ReadTransaction, ReadOnlyTable<K, V>), StoreError> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| self.db_err("begin read", e))?;
+        let table = txn.open_table(table).map_err(|e| self.db_err(what, e))?;
+        Ok((txn, table))
     }
 
     /// Starts a new journal once the current one is big, keeping the old one until redb has
