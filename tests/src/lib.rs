@@ -107,6 +107,27 @@ pub struct Output {
     pub stderr: String,
 }
 
+/// Starts `cmd`, a peer that prints `listening HOST:PORT` on its stdout once it serves
+/// (`what` names it in failures); the child and that address.
+pub fn spawn_listening(mut cmd: Command, what: &str) -> (Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("read {what}'s stdout: {e}"));
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("{what} said {line:?}"))
+        .to_owned();
+    (child, addr)
+}
+
 /// Runs `cmd` with `input` on stdin (then closed), killing it after `limit`.
 pub fn run_bounded(mut cmd: Command, input: &[u8], limit: Duration) -> Output {
     let mut child = cmd

@@ -2,9 +2,8 @@
 //! recorded fixtures, over HTTP or HTTPS with certificates from a [`TestCa`], and a client
 //! driven by the official `anthropic` and `openai` SDKs.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use rcgen::{
@@ -13,7 +12,7 @@ use rcgen::{
 };
 use serde_json::Value;
 
-use crate::{Output, repo_root, run_bounded, wait_bounded};
+use crate::{Output, repo_root, run_bounded, spawn_listening, wait_bounded};
 
 /// tests/peers/llm, with its virtualenv installed by scripts/setup.sh.
 pub fn llm_peers() -> PathBuf {
@@ -34,6 +33,16 @@ pub fn fixture(name: &str) -> Vec<u8> {
     let path = llm_peers().join("fixtures").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// A session policy that refuses writes and every tool of the memory server: what the tool
+/// calls of the recorded LLM fixtures meet.
+pub const NO_WRITES_NO_MEMORY: &str = r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
+      - {id: no-memory, match: {server: memory, tool_name: "*"}, decision: block, reason: "no memory in this session"}
+"#;
 
 /// A certificate authority made for one test, and the server certificates it signs.
 pub struct TestCa {
@@ -137,20 +146,7 @@ impl FakeUpstream {
                 .arg("--tls-key")
                 .arg(&tls.key);
         }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start fake_upstream.py");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read fake_upstream's stdout");
-        let addr = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("fake_upstream said {line:?}"))
-            .to_owned();
+        let (child, addr) = spawn_listening(command, "fake_upstream.py");
         let scheme = if tls.is_some() { "https" } else { "http" };
         Self {
             child,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use agentsh_tests::daemon::{Daemon, steps};
 use agentsh_tests::kernel::can_load_hooks;
-use agentsh_tests::llm::{FakeUpstream, ServerCert, TestCa, sdk_command};
+use agentsh_tests::llm::{FakeUpstream, NO_WRITES_NO_MEMORY, ServerCert, TestCa, sdk_command};
 use agentsh_tests::network::{Peer, everything};
 use agentsh_tests::{peers, tool_names};
 use serde_json::Value;
@@ -396,14 +396,6 @@ const WITHOUT_BPF: &[&str] = &[
     "--inh-caps=-bpf,-sys_admin,-perfmon",
 ];
 
-const NO_TOOLS: &str = r#"
-sandbox:
-  mcp:
-    rules:
-      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
-      - {id: no-memory, match: {server: memory, tool_name: "*"}, decision: block, reason: "no memory in this session"}
-"#;
-
 /// A process's effective capabilities, from /proc.
 fn effective_capabilities(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -425,7 +417,7 @@ fn without_cap_bpf_agentshd_says_why_and_serves_the_explicit_proxy() {
         "kernel:\n  enforcement: auto\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\nproxy:\n  listen: 127.0.0.1:0\nproviders:\n  anthropic: {{upstream: \"{0}\"}}\n  openai: {{upstream: \"{0}\"}}\n",
         upstream.url
     );
-    let daemon = Daemon::start_wrapped(dir.path(), WITHOUT_BPF, NO_TOOLS, &config);
+    let daemon = Daemon::start_wrapped(dir.path(), WITHOUT_BPF, NO_WRITES_NO_MEMORY, &config);
     let caps = effective_capabilities(daemon.pid());
     assert_eq!(
         caps & (1 << 39 | 1 << 21),
@@ -497,7 +489,7 @@ grep -q "^0::/agentsh-test-" /proc/self/cgroup || exit 7
     let out = Daemon::fail_to_start(
         dir.path(),
         WITHOUT_BPF,
-        NO_TOOLS,
+        NO_WRITES_NO_MEMORY,
         "kernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n",
     );
     assert_eq!(out.status.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
@@ -526,8 +518,12 @@ fn in_a_cgroup_namespace_agentshd_says_why_and_runs_without_the_hooks() {
     };
     // auto: it runs, with the explicit proxy, and says why the hooks are off and the way out.
     let dir = tempfile::tempdir().unwrap();
-    let daemon =
-        Daemon::start_wrapped(dir.path(), IN_A_CGROUP_NAMESPACE, NO_TOOLS, &kernel("auto"));
+    let daemon = Daemon::start_wrapped(
+        dir.path(),
+        IN_A_CGROUP_NAMESPACE,
+        NO_WRITES_NO_MEMORY,
+        &kernel("auto"),
+    );
     assert!(daemon.proxy.is_some(), "{:?}", daemon.startup);
     let said = daemon.startup.concat();
     assert!(said.contains("; no kernel enforcement;"), "{said}");
@@ -544,7 +540,7 @@ fn in_a_cgroup_namespace_agentshd_says_why_and_runs_without_the_hooks() {
     let out = Daemon::fail_to_start(
         dir.path(),
         IN_A_CGROUP_NAMESPACE,
-        NO_TOOLS,
+        NO_WRITES_NO_MEMORY,
         &kernel("required"),
     );
     assert_eq!(out.status.code(), Some(1), "{}\n{}", out.stdout, out.stderr);

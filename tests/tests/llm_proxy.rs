@@ -10,7 +10,8 @@
 
 use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
 use agentsh_tests::llm::{
-    FakeUpstream, RawUpstream, TestCa, fixture, raw_post, sdk, sdk_command, summary,
+    FakeUpstream, NO_WRITES_NO_MEMORY, RawUpstream, TestCa, fixture, raw_post, sdk, sdk_command,
+    summary,
 };
 use serde_json::{Value, json};
 
@@ -23,13 +24,7 @@ sandbox:
 "#;
 
 /// A stricter session policy: the memory server's tools are refused too.
-const STRICT: &str = r#"
-sandbox:
-  mcp:
-    rules:
-      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: "writes are not allowed"}
-      - {id: no-memory, match: {server: memory, tool_name: "*"}, decision: block, reason: "no memory in this session"}
-"#;
+const STRICT: &str = NO_WRITES_NO_MEMORY;
 
 const BLOCKED_WRITE: &str =
     "[agentsh] Tool 'mcp__filesystem__write_file' blocked by policy: writes are not allowed";

@@ -5,9 +5,8 @@
 //! (UNAVAILABLE / 503) and then goes away and comes back; afterwards every event of the trail
 //! has arrived exactly once, in order. Needs root (cgroup sessions).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use agentsh_tests::daemon::{Daemon, skip_unless_root};
@@ -71,21 +70,11 @@ impl Collector {
                 .arg("--tls-key")
                 .arg(key);
         }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start collector.py");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read collector.py's stdout");
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("collector.py said {line:?}"));
+        let (child, addr) = agentsh_tests::spawn_listening(command, "collector.py");
+        let port = addr
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or_else(|| panic!("collector.py listens on {addr:?}"));
         if self.port != 0 {
             assert_eq!(port, self.port, "the collector came back on another port");
         }

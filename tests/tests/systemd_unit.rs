@@ -62,13 +62,7 @@ fn agentshd_keeps_the_type_notify_contract() {
     notifications
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    std::fs::write(dir.path().join("policy.yaml"), "").unwrap();
-    let config = dir.path().join("agentsh.yaml");
-    std::fs::write(
-        &config,
-        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nkernel: {enforcement: off}\n",
-    )
-    .unwrap();
+    let config = minimal_config(dir.path());
     let mut daemon = Command::new(bin("agentshd"))
         .arg("--config")
         .arg(&config)
@@ -120,13 +114,7 @@ fn under_systemd_the_daemon_has_its_own_subgroup_and_sessions_sit_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("agentsh-unit-test-{}.service", std::process::id());
     let unit = agentsh_tests::kernel::TestCgroup::new(&name);
-    std::fs::write(dir.path().join("policy.yaml"), "").unwrap();
-    let config = dir.path().join("agentsh.yaml");
-    std::fs::write(
-        &config,
-        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nkernel: {enforcement: off}\n",
-    )
-    .unwrap();
+    let config = minimal_config(dir.path());
     // Started in the unit's cgroup, as systemd starts a service.
     let mut daemon = Command::new("sh")
         .arg("-c")
@@ -200,4 +188,16 @@ fn under_systemd_the_daemon_has_its_own_subgroup_and_sessions_sit_beside_it() {
         "{stdout}{}",
         String::from_utf8_lossy(&session.stderr)
     );
+}
+
+/// An empty policy and a config with kernel enforcement off, in `dir`; the config's path.
+fn minimal_config(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("policy.yaml"), "").unwrap();
+    let config = dir.join("agentsh.yaml");
+    std::fs::write(
+        &config,
+        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nkernel: {enforcement: off}\n",
+    )
+    .unwrap();
+    config
 }
