@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agentsh::api::Client;
-use agentsh::api::protocol::{
-    PolicySource, SessionArgs, SessionCreateArgs, SessionCreated, SessionListArgs, ops,
-};
+use agentsh::api::protocol::{PolicySource, SessionArgs, SessionCreateArgs, SessionCreated, ops};
 use anyhow::{Context as _, Result, bail};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -233,17 +231,19 @@ const SESSION_END_PATIENCE: std::time::Duration = std::time::Duration::from_secs
 fn write_artifacts(args: &Args, socket: &Path, session: &str, owner: Option<&User>) -> Result<()> {
     let mut client = Client::connect(socket)?;
     let deadline = std::time::Instant::now() + SESSION_END_PATIENCE;
-    loop {
-        let sessions: Vec<serde_json::Value> =
-            client.call(ops::SESSION_LIST, &SessionListArgs {})?;
-        let live = sessions
-            .iter()
-            .any(|s| s["id"] == session && s["live"] == true);
-        if !live || std::time::Instant::now() >= deadline {
-            break;
+    // The report says whether the session is live: the last one asked for is the one written.
+    let report = loop {
+        let report: serde_json::Value = client.call(
+            ops::SESSION_REPORT,
+            &SessionArgs {
+                session: session.to_owned(),
+            },
+        )?;
+        if report["live"] != true || std::time::Instant::now() >= deadline {
+            break report;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    };
     let create = |path: &Path| -> Result<std::io::BufWriter<std::fs::File>> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -254,12 +254,6 @@ fn write_artifacts(args: &Args, socket: &Path, session: &str, owner: Option<&Use
         Ok(std::io::BufWriter::new(file))
     };
     if let Some(path) = &args.report {
-        let report: serde_json::Value = client.call(
-            ops::SESSION_REPORT,
-            &SessionArgs {
-                session: session.to_owned(),
-            },
-        )?;
         let mut out = create(path)?;
         serde_json::to_writer(&mut out, &report)?;
         out.write_all(b"\n")?;
