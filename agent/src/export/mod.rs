@@ -9,6 +9,7 @@
 //! deletes before the collector is back is gone from both.
 
 mod collector;
+pub mod cursor;
 mod logs;
 mod protobuf;
 
@@ -123,7 +124,10 @@ fn export_loop(log: &EventLog, collector: &Collector, cursor_path: &Path, stop: 
         }
     };
     let url = collector.url();
-    let mut cursor = read_cursor(cursor_path);
+    let mut cursor = cursor::read(cursor_path).unwrap_or_else(|err| {
+        eprintln!("agentshd: OTLP export starts from the beginning of the trail: {err}");
+        0
+    });
     let mut retry = FIRST_RETRY;
     let mut failing = Failing::default();
     while !stop.load(Ordering::Relaxed) {
@@ -154,7 +158,7 @@ fn export_loop(log: &EventLog, collector: &Collector, cursor_path: &Path, stop: 
                     );
                 }
                 cursor = last;
-                if let Err(err) = write_cursor(cursor_path, cursor) {
+                if let Err(err) = cursor::write(cursor_path, cursor) {
                     eprintln!("agentshd: OTLP export cannot keep its place: {err}");
                 }
                 retry = FIRST_RETRY;
@@ -190,32 +194,9 @@ fn sleep(stop: &AtomicBool, wait: Duration) {
     }
 }
 
-fn read_cursor(path: &Path) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Written aside and renamed: a crash leaves the old cursor or the new one, never half.
-fn write_cursor(path: &Path, seq: u64) -> std::io::Result<()> {
-    let temp = path.with_extension("cursor.new");
-    std::fs::write(&temp, format!("{seq}\n"))?;
-    std::fs::rename(&temp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cursor_survives_and_a_missing_one_starts_at_the_beginning() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(CURSOR);
-        assert_eq!(read_cursor(&path), 0);
-        write_cursor(&path, 42).unwrap();
-        assert_eq!(read_cursor(&path), 42);
-    }
 
     #[test]
     fn big_batches_are_split_to_fit_a_collector_message() {

@@ -9,8 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use agentsh::api::Client;
 use agentsh::api::protocol::{EventsPageArgs, ops};
+use agentsh::export::cursor;
 use agentsh::store::{EventQuery, Page};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 /// With `--follow` and nothing new, the daemon is asked again after this.
 const POLL: Duration = Duration::from_millis(500);
@@ -38,7 +39,7 @@ pub struct Args {
 pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     let mut client = Client::connect(socket)?;
     let mut after = match (&args.cursor, args.after) {
-        (Some(path), _) => read_cursor(path)?,
+        (Some(path), _) => cursor::read(path)?,
         (None, after) => after.unwrap_or(0),
     };
     let query = EventQuery {
@@ -66,7 +67,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         }
         after = page.next;
         if let Some(path) = &args.cursor {
-            write_cursor(path, after)?;
+            cursor::write(path, after).with_context(|| format!("writing {}", path.display()))?;
         }
     }
 }
@@ -101,29 +102,4 @@ fn write_lines(out: &mut impl Write, page: &Page) -> std::io::Result<()> {
         out.write_all(b"\n")?;
     }
     out.flush()
-}
-
-fn read_cursor(path: &Path) -> Result<u64> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match text.trim().parse() {
-            Ok(seq) => Ok(seq),
-            Err(_) => bail!(
-                "{}: `{}` is not an event number (delete the file to start over)",
-                path.display(),
-                text.trim()
-            ),
-        },
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
-/// Written aside and renamed: a crash leaves the old number or the new one, never half.
-fn write_cursor(path: &Path, seq: u64) -> Result<()> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(".new");
-    let temp = PathBuf::from(temp);
-    std::fs::write(&temp, format!("{seq}\n"))
-        .and_then(|()| std::fs::rename(&temp, path))
-        .with_context(|| format!("writing {}", path.display()))
 }
