@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod engine;
 pub mod export;
 pub mod guard;
+pub mod hosts;
 pub mod inspect;
 pub mod kernel;
 pub mod launch;
