@@ -37,6 +37,8 @@ pub enum EventKind {
     McpServerBinaryMismatch,
     /// Variables were removed from the server's environment.
     McpServerEnvFiltered,
+    /// A stdio server started: its name, what it runs, the configuration that names it.
+    McpServerStarted,
     /// A server-to-client request (sampling, elicitation, roots) was decided.
     McpServerRequest,
     /// A message was refused before any policy could apply (unparseable, oversize, ambiguous).
@@ -69,6 +71,9 @@ pub enum EventKind {
     SessionEnded,
     /// The daemon loaded (or failed to load) a policy.
     PolicyLoaded,
+    /// A session ended and its policy names a server that no session has ever run: the rules
+    /// that name it have applied to nothing.
+    PolicyServerUnseen,
 }
 
 impl EventKind {
@@ -82,6 +87,7 @@ impl EventKind {
             Self::McpOutputInspection => "mcp_output_inspection",
             Self::McpServerBinaryMismatch => "mcp_server_binary_mismatch",
             Self::McpServerEnvFiltered => "mcp_server_env_filtered",
+            Self::McpServerStarted => "mcp_server_started",
             Self::McpServerRequest => "mcp_server_request",
             Self::McpMessageRefused => "mcp_message_refused",
             Self::McpCrossServer => "mcp_cross_server",
@@ -97,6 +103,7 @@ impl EventKind {
             Self::SessionStarted => "session_started",
             Self::SessionEnded => "session_ended",
             Self::PolicyLoaded => "policy_loaded",
+            Self::PolicyServerUnseen => "policy_server_unseen",
         }
     }
 
@@ -109,6 +116,7 @@ impl EventKind {
         Self::McpOutputInspection,
         Self::McpServerBinaryMismatch,
         Self::McpServerEnvFiltered,
+        Self::McpServerStarted,
         Self::McpServerRequest,
         Self::McpMessageRefused,
         Self::McpCrossServer,
@@ -124,6 +132,7 @@ impl EventKind {
         Self::SessionStarted,
         Self::SessionEnded,
         Self::PolicyLoaded,
+        Self::PolicyServerUnseen,
     ];
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analyzer::Categories;
@@ -42,9 +43,30 @@ pub struct Entry {
     pub state: ToolState,
 }
 
+/// Where a server comes from: what it runs, and the agent configuration that names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerOrigin {
+    /// The npm or Python package, image or script it runs (`match.package` in rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// The agent whose configuration names the server (`claude-code`, `codex` ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Where that configuration entry is (`~/.claude.json (user)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_source: Option<String>,
+    /// Other configured names that start the same command line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_named: Vec<String>,
+    /// The command line the server was started with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+}
+
 /// One server of the session.
 #[derive(Debug, Clone, Default)]
 pub struct Server {
+    pub origin: ServerOrigin,
     /// `Some` when every call to the server is refused (a look-alike name under `block`).
     pub withheld: Option<(String, String)>,
     pub tools: HashMap<String, Entry>,

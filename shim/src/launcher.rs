@@ -1,26 +1,36 @@
-//! agentsh-shim invoked as `npx`, `uvx`, `node`, `python`, `python3` or `docker` (a symlink
-//! in the launcher directory `agentshctl run` puts first on the agent's PATH): if the command
-//! line starts an MCP server, run it through the shim with a server id from the package name;
-//! otherwise run the real program untouched.
+//! agentsh-shim invoked as `npx`, `uvx`, `node`, `python`, `python3`, `docker`, or as a
+//! command one of the agent's configured servers runs (a link in the launcher directory
+//! `agentshctl run` puts first on the agent's PATH): if the command line starts an MCP server,
+//! run it through the shim, named as the agent's configuration names it, on the socket the
+//! session was made on; otherwise run the real program untouched.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
-use agentsh::api::protocol::CustomServerSetting;
 use agentsh::config::{CustomServer, Location, NameGlob};
-use agentsh::launch;
+use agentsh::hosts::{self, Environment};
+use agentsh::launch::{self, BUILT_IN_LAUNCHERS, configured::Invocation};
 
-use crate::env::LAUNCHER_DIR_VAR;
+use crate::agent_process;
+use crate::session_dir::{self, Found};
 
-/// The launchers this binary stands in for.
-pub const NAMES: &[&str] = &["npx", "uvx", "node", "python", "python3", "docker"];
+/// Whether this binary, run as `name`, stands in for a launcher: the built-in ones always,
+/// others when the session's launcher directory lists them.
+pub fn launcher_for(name: &str) -> Option<Option<Found>> {
+    if name == "agentsh-shim" {
+        return None;
+    }
+    let found = session_dir::find();
+    let listed = found.as_ref().is_some_and(|f| f.manifest.launches(name));
+    (listed || BUILT_IN_LAUNCHERS.contains(&name)).then_some(found)
+}
 
 /// Runs the launcher `name` (never returns): the MCP server through the shim, or the real
 /// program as asked.
-pub fn run(name: &str, args: Vec<OsString>) -> ! {
-    let dir = std::env::var_os(LAUNCHER_DIR_VAR).map(PathBuf::from);
-    let Some(real) = find_real(name, dir.as_deref()) else {
+pub fn run(name: &str, args: Vec<OsString>, found: Option<Found>) -> ! {
+    let dir = found.as_ref().map(|f| f.dir.as_path());
+    let Some(real) = find_real(name, dir) else {
         eprintln!("agentsh: {name}: not found on PATH (besides agentsh's launcher)");
         std::process::exit(127);
     };
@@ -28,17 +38,59 @@ pub fn run(name: &str, args: Vec<OsString>) -> ! {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let custom = dir.as_deref().map(custom_servers).unwrap_or_default();
-    let err = match launch::recognise(name, &text, &custom) {
-        Some(found) => match std::env::current_exe() {
-            Ok(shim) => std::process::Command::new(shim)
-                .arg0("agentsh-shim")
-                .arg("--server-id")
-                .arg(&found.server_id)
-                .arg("--")
-                .arg(&real)
-                .args(&args)
-                .exec(),
+    let custom = found.as_ref().map(custom_servers).unwrap_or_default();
+    let agent = agent_process::find();
+    let host = agent
+        .as_ref()
+        .map(|a| a.host)
+        .or_else(|| found.as_ref().and_then(|f| f.manifest.host));
+    let own_cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let configured = Environment::current()
+        .map(|mut env| {
+            if let Some(cwd) = agent.as_ref().and_then(|a| a.cwd.clone()) {
+                env.cwd = cwd;
+            }
+            let argv = agent.as_ref().map(|a| a.argv.as_slice()).unwrap_or(&[]);
+            match host {
+                Some(host) => hosts::discover(host, argv, &env).servers,
+                None => hosts::discover_all(&env).servers,
+            }
+        })
+        .unwrap_or_default();
+    let env = |name: &str| std::env::var(name).ok();
+    let invocation = Invocation {
+        program: name,
+        args: &text,
+        cwd: &own_cwd,
+        env: &env,
+        host,
+    };
+    let err = match launch::guard(&invocation, &configured, &custom) {
+        Some(guarded) => match std::env::current_exe() {
+            Ok(shim) => {
+                let mut command = std::process::Command::new(shim);
+                command
+                    .arg0("agentsh-shim")
+                    .arg("--server-id")
+                    .arg(&guarded.server_id);
+                if let Some(found) = &found {
+                    command.arg("--socket").arg(&found.manifest.socket);
+                }
+                if let Some(package) = &guarded.package {
+                    command.arg("--package").arg(package);
+                }
+                if let Some(entry) = &guarded.configured {
+                    command
+                        .arg("--host")
+                        .arg(entry.host.as_str())
+                        .arg("--config-source")
+                        .arg(&entry.source);
+                }
+                for other in &guarded.also_named {
+                    command.arg("--also-named").arg(other);
+                }
+                command.arg("--").arg(&real).args(&args).exec()
+            }
             Err(err) => err,
         },
         None => std::process::Command::new(&real)
@@ -72,17 +124,15 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The daemon config's custom servers, as `agentshctl run` left them for the launchers.
-fn custom_servers(dir: &Path) -> Vec<CustomServer> {
-    let Ok(bytes) = std::fs::read(dir.join("servers.json")) else {
-        return Vec::new();
-    };
-    let settings: Vec<CustomServerSetting> = serde_json::from_slice(&bytes).unwrap_or_default();
-    settings
-        .into_iter()
+fn custom_servers(found: &Found) -> Vec<CustomServer> {
+    found
+        .manifest
+        .custom_servers
+        .iter()
         .filter_map(|s| {
             Some(CustomServer {
                 pattern: NameGlob::new(&s.pattern).ok()?,
-                id: s.id,
+                id: s.id.clone(),
                 span: Location::new(1, 1),
             })
         })

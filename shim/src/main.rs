@@ -11,12 +11,14 @@
 //! `--policy` runs the engine in this process instead. With neither a reachable daemon nor a
 //! policy the server is not started and every request is refused with the reason (fail closed).
 
+mod agent_process;
 mod binary;
 mod child;
 mod env;
 mod launcher;
 mod relay;
 mod server_id;
+mod session_dir;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -27,6 +29,7 @@ use agentsh::api::{RemoteDecider, socket_path};
 use agentsh::audit::{Action, Event, EventKind, EventSink, JsonlSink, NullSink};
 use agentsh::config::{self, NameGlob};
 use agentsh::engine::{Decider, Engine, Local, Rules};
+use agentsh::registry::ServerOrigin;
 use agentsh::store::PinStore;
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
@@ -51,6 +54,19 @@ struct Args {
     /// Server id used in policy and audit (default: derived from the command, e.g. the package name).
     #[arg(long, value_name = "ID")]
     server_id: Option<String>,
+    /// What the server runs from, for `match.package` rules (default: derived from the
+    /// command: the npm or Python package, the image, the script).
+    #[arg(long, value_name = "NAME")]
+    package: Option<String>,
+    /// The agent whose configuration names the server (set by the launchers).
+    #[arg(long, value_name = "HOST", hide = true)]
+    host: Option<String>,
+    /// Where that configuration entry is (set by the launchers).
+    #[arg(long, value_name = "WHERE", hide = true)]
+    config_source: Option<String>,
+    /// Other configured names of the same command line (set by the launchers).
+    #[arg(long, value_name = "NAME", hide = true)]
+    also_named: Vec<String>,
     /// With --policy: directory for pins (tool definitions, server binary) kept across runs.
     #[arg(
         long,
@@ -74,9 +90,9 @@ fn main() -> ExitCode {
     if let Some(name) = std::path::Path::new(&argv0)
         .file_name()
         .and_then(|n| n.to_str())
-        .filter(|n| launcher::NAMES.contains(n))
+        && let Some(found) = launcher::launcher_for(name)
     {
-        launcher::run(name, argv.collect());
+        launcher::run(name, argv.collect(), found);
     }
     let args = Args::parse();
     // Before any thread exists, so every thread inherits the mask.
@@ -102,13 +118,25 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
         .server_id
         .clone()
         .unwrap_or_else(|| server_id::derive(program, program_args));
+    let lossy = |s: &OsString| s.to_string_lossy().into_owned();
+    let command: Vec<String> = args.command.iter().map(lossy).collect();
+    let origin = ServerOrigin {
+        package: args
+            .package
+            .clone()
+            .or_else(|| agentsh::launch::package_of(&command[0], &command[1..])),
+        host: args.host.clone(),
+        config_source: args.config_source.clone(),
+        also_named: args.also_named.clone(),
+        command,
+    };
     let (decider, sink) = decider_for(&args)?;
     let refuse = |message: &str| -> ! {
         sink.close();
         relay::refuse_all(message);
         std::process::exit(i32::from(EXIT_CONFIG));
     };
-    let setup = match decider.server_setup(&server) {
+    let setup = match decider.server_setup(&server, &origin) {
         Ok(setup) => setup,
         Err(err) => refuse(&format!(
             "agentsh: server '{server}' not started: no policy to guard it with ({err})"
@@ -193,7 +221,7 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
 /// start and the client is told how to fix it.
 fn decider_for(args: &Args) -> Result<(Arc<dyn Decider>, Arc<dyn EventSink>)> {
     let Some(policy_path) = &args.policy else {
-        let socket = socket_path(args.socket.as_deref());
+        let socket = daemon_socket(args.socket.as_deref());
         return match RemoteDecider::connect(&socket) {
             Ok(remote) => Ok((Arc::new(remote), Arc::new(NullSink))),
             Err(err) => {
@@ -229,4 +257,14 @@ fn decider_for(args: &Args) -> Result<(Arc<dyn Decider>, Arc<dyn EventSink>)> {
     let engine = Arc::new(Engine::new(rules, pins, Arc::clone(&sink)));
     let session = engine.session(None);
     Ok((Arc::new(Local::new(engine, session)), sink))
+}
+
+/// `--socket`, else `$AGENTSH_SOCKET`, else the socket the session's launcher directory names
+/// (agents that start servers with a scrubbed environment drop the variable, not PATH), else
+/// the default.
+fn daemon_socket(flag: Option<&std::path::Path>) -> PathBuf {
+    if flag.is_some() || std::env::var_os("AGENTSH_SOCKET").is_some() {
+        return socket_path(flag);
+    }
+    session_dir::find().map_or_else(|| socket_path(None), |found| found.manifest.socket)
 }

@@ -35,6 +35,7 @@ fn agentshield_redteam_cases_hold() {
             policy.mcp(),
             &CallRequest {
                 server: "agentshield",
+                package: None,
                 tool,
                 arguments: Some(arguments),
                 status: ToolStatus::Unlisted,

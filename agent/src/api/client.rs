@@ -15,14 +15,15 @@ use serde_json::{Map, Value};
 
 use super::protocol::{
     self, ApiError, BinaryArgs, Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION,
-    RawResponse, RecordArgs, Request, ServerArgs, ServerRequestArgs, ToolCallArgs, ToolsListedArgs,
-    ops,
+    RawResponse, RecordArgs, Request, ServerArgs, ServerRequestArgs, ServerSetupArgs, ToolCallArgs,
+    ToolsListedArgs, ops,
 };
 use crate::audit::Event;
 use crate::engine::{
     BinaryVerdict, CallVerdict, DecideError, Decider, ListVerdict, OutputVerdict, RequestVerdict,
     ServerSetup,
 };
+use crate::registry::ServerOrigin;
 
 /// The socket path when neither `--socket` nor `$AGENTSH_SOCKET` says otherwise.
 pub const SYSTEM_SOCKET: &str = "/run/agentsh/agentsh.sock";
@@ -219,6 +220,8 @@ pub struct RemoteDecider {
     /// The last tools/list of each server, for a daemon that restarted: it forgot them, and
     /// would take a held-back tool for one never listed.
     listed: Mutex<HashMap<String, Vec<Value>>>,
+    /// Each server's origin, told again to a restarted daemon (rules match its package).
+    origins: Mutex<HashMap<String, ServerOrigin>>,
 }
 
 impl RemoteDecider {
@@ -229,6 +232,7 @@ impl RemoteDecider {
             pool: Mutex::new(Vec::new()),
             instance: Mutex::default(),
             listed: Mutex::default(),
+            origins: Mutex::default(),
         };
         let client = decider.connect_checked()?;
         lock(&decider.pool).push(client);
@@ -242,6 +246,18 @@ impl RemoteDecider {
         let hello: Hello = client.call(ops::HELLO, &serde_json::json!({}))?;
         let mut instance = lock(&self.instance);
         if *instance != hello.instance {
+            // Only a daemon run that has seen this shim before has forgotten its servers.
+            let resumed = !instance.is_empty();
+            for (server, origin) in lock(&self.origins).iter().filter(|_| resumed) {
+                let _: ServerSetup = client.call(
+                    ops::SERVER_SETUP,
+                    &ServerSetupArgs {
+                        server: server.clone(),
+                        origin: origin.clone(),
+                        resumed: true,
+                    },
+                )?;
+            }
             let listed = lock(&self.listed);
             for (server, tools) in listed.iter() {
                 let _: ListVerdict = client.call(
@@ -337,11 +353,18 @@ impl From<CallError> for DecideError {
 }
 
 impl Decider for RemoteDecider {
-    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError> {
+    fn server_setup(
+        &self,
+        server: &str,
+        origin: &ServerOrigin,
+    ) -> Result<ServerSetup, DecideError> {
+        lock(&self.origins).insert(server.to_owned(), origin.clone());
         self.call(
             ops::SERVER_SETUP,
-            &ServerArgs {
+            &ServerSetupArgs {
                 server: server.to_owned(),
+                origin: origin.clone(),
+                resumed: false,
             },
         )
     }

@@ -165,6 +165,17 @@ pub struct ServerArgs {
     pub server: String,
 }
 
+/// A stdio server about to start: its name and where it comes from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerSetupArgs {
+    pub server: String,
+    #[serde(flatten)]
+    pub origin: crate::registry::ServerOrigin,
+    /// Sent again to a restarted daemon for a server already running: no start is recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BinaryArgs {
     pub server: String,
@@ -231,6 +242,13 @@ pub struct SessionCreateArgs {
     /// session's bundle keeps those certificates.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub trusted_pem: String,
+    /// The agent, when its command line says which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::hosts::Host>,
+    /// The MCP servers the agent's configuration names (recorded; the policy's server names
+    /// are checked against them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configured: Vec<crate::hosts::ConfiguredServer>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -244,6 +262,10 @@ pub struct SessionCreated {
     /// CA variables must name, for the transparent proxy's certificates to be trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_bundle: Option<String>,
+    /// What the user should know before the agent runs: policy rules that name servers the
+    /// agent does not have, network servers the policy does not declare.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
@@ -262,7 +284,7 @@ pub struct LauncherSettings {
     pub custom_servers: Vec<CustomServerSetting>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomServerSetting {
     pub pattern: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -62,6 +62,6 @@ pub use retention::RetentionConfig;
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
     Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,
-    ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit, ServerRequests, ShadowTool,
-    ToolSelector, VersionPinning,
+    ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit, ServerReference, ServerRequests,
+    ShadowTool, ToolSelector, VersionPinning,
 };

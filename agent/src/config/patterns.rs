@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::diagnostic::Location;
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
@@ -131,6 +132,8 @@ fn split_alternatives(body: &str) -> Vec<&str> {
 pub struct NameGlob {
     source: String,
     matcher: NameMatcher,
+    /// Where the policy wrote it, when it came from a file.
+    at: Option<Location>,
 }
 
 /// `*` and plain names are most of a policy's globs; they are decided without globset, which
@@ -154,7 +157,26 @@ impl NameGlob {
         Ok(Self {
             source: source.to_string(),
             matcher,
+            at: None,
         })
+    }
+
+    /// The same glob, written at `at` in a policy file.
+    pub fn written_at(self, at: Location) -> Self {
+        Self {
+            at: Some(at),
+            ..self
+        }
+    }
+
+    /// Where the policy wrote it.
+    pub fn location(&self) -> Option<Location> {
+        self.at
+    }
+
+    /// Whether the glob matches only the one name it spells.
+    pub fn is_literal(&self) -> bool {
+        matches!(self.matcher, NameMatcher::Literal)
     }
 
     /// The glob `*`, which matches every name.

@@ -329,6 +329,7 @@ pub(crate) fn string(r: &mut Report, node: &Node, path: &str) -> Option<String> 
 pub(crate) fn name_glob(r: &mut Report, node: &Node, path: &str) -> Option<NameGlob> {
     let text = nonempty_string(r, node, path)?;
     NameGlob::new(&text)
+        .map(|g| g.written_at(node.loc))
         .map_err(|e| glob_error(r, node.loc, path, &text, &e))
         .ok()
 }

@@ -143,6 +143,9 @@ pub struct Rule {
     pub id: String,
     /// `match.server` (`*` when absent).
     pub server: NameGlob,
+    /// `match.package`: what the server runs from (the npm or Python package, the image, the
+    /// script), whatever name it has; `None`: any.
+    pub package: Option<NameGlob>,
     /// `match.tool_name` / `tool_name_regex` / `tool_name_any`.
     pub tool: ToolMatcher,
     /// `match.argument_patterns`, in file order; all of them must match.
@@ -153,9 +156,79 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether the rule applies to this (server, tool), before looking at arguments.
-    pub fn matches_tool(&self, server: &str, tool: &str) -> bool {
-        self.server.matches(server) && self.tool.matches(tool)
+    /// Whether the rule applies to this (server, tool), before looking at arguments. A rule
+    /// with `match.package` applies only to a server whose package is known and matches.
+    pub fn matches_tool(&self, server: &str, package: Option<&str>, tool: &str) -> bool {
+        self.server.matches(server)
+            && self
+                .package
+                .as_ref()
+                .is_none_or(|glob| package.is_some_and(|p| glob.matches(p)))
+            && self.tool.matches(tool)
+    }
+}
+
+/// A place where a policy names servers: a rule's `match.server`, a server list entry, a
+/// tool selector's `server`, a `per_server` rate limit.
+#[derive(Clone, Debug)]
+pub struct ServerReference {
+    pub glob: NameGlob,
+    /// `rules[block-fs-writes].match.server`, `denied_servers` ...
+    pub context: String,
+    pub at: Option<Location>,
+}
+
+impl McpPolicy {
+    /// Every place the policy names servers, other than `*` (which names them all). Declared
+    /// `servers` are definitions, not references.
+    pub fn server_references(&self) -> Vec<ServerReference> {
+        let mut refs = Vec::new();
+        let mut push = |glob: &NameGlob, context: String, fallback: Location| {
+            if !glob.is_any() {
+                refs.push(ServerReference {
+                    glob: glob.clone(),
+                    context,
+                    at: Some(glob.location().unwrap_or(fallback)),
+                });
+            }
+        };
+        for rule in &self.rules {
+            push(
+                &rule.server,
+                format!("rules[{}].match.server", rule.id),
+                rule.span,
+            );
+        }
+        for (list, globs) in [
+            ("allowed_servers", &self.allowed_servers),
+            ("denied_servers", &self.denied_servers),
+        ] {
+            for glob in globs {
+                push(glob, list.to_owned(), Location::new(1, 1));
+            }
+        }
+        for (list, selectors) in [
+            ("allowed_tools", &self.allowed_tools),
+            ("denied_tools", &self.denied_tools),
+        ] {
+            for selector in selectors {
+                push(
+                    &selector.server,
+                    format!("{list}[{}].server", selector.tool.as_str()),
+                    selector.span,
+                );
+            }
+        }
+        for limit in &self.rate_limits.per_server {
+            if let Ok(glob) = NameGlob::new(&limit.server) {
+                push(
+                    &glob,
+                    format!("rate_limits.per_server.{}", limit.server),
+                    limit.span,
+                );
+            }
+        }
+        refs
     }
 }
 

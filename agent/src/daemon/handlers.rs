@@ -11,8 +11,8 @@ use super::{Daemon, Peer, report};
 use crate::api::protocol::{
     ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, EventsPageArgs, Generated,
     Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs,
-    RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, SessionArgs, SessionCreateArgs,
-    SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
+    SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -154,8 +154,13 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             limitations: daemon.limitations.clone(),
         }),
         ops::SERVER_SETUP => {
-            let a: ServerArgs = args(raw)?;
-            ok(&engine.server_setup(&verdict_session(daemon, peer), &a.server))
+            let a: ServerSetupArgs = args(raw)?;
+            ok(&engine.server_setup(
+                &verdict_session(daemon, peer),
+                &a.server,
+                &a.origin,
+                a.resumed,
+            ))
         }
         ops::BINARY => {
             let a: BinaryArgs = args(raw)?;
@@ -541,8 +546,11 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "cgroup": record.cgroup,
             "policy": record.policy,
             "name": record.name,
+            "host": a.host,
+            "configured_servers": a.configured,
         })),
     );
+    let warnings = session_warnings(daemon, &session, a.host, &a.configured);
     if let Some(started) = daemon.on_session_start.get() {
         started(&session);
     }
@@ -551,6 +559,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         launcher: daemon.settings.launcher.clone(),
         proxy: daemon.proxy.get().cloned(),
         trust_bundle,
+        warnings,
     })
 }
 
@@ -586,8 +595,60 @@ fn pins_list(daemon: &Daemon, peer: &Peer, a: &PinsArgs) -> Answer {
     ok(&entries)
 }
 
+/// What the user starting a session should know: policy server names that match none of the
+/// agent's configured servers and no server agentsh has seen (rules that would apply to
+/// nothing), and the agent's network servers the policy does not declare (their messages are
+/// not read).
+fn session_warnings(
+    daemon: &Daemon,
+    session: &crate::engine::Session,
+    host: Option<crate::hosts::Host>,
+    configured: &[crate::hosts::ConfiguredServer],
+) -> Vec<String> {
+    use crate::hosts::Transport;
+    let rules = session.rules();
+    let names: Vec<String> = configured.iter().map(|s| s.name.clone()).collect();
+    let agent = host.map_or("the agent", |h| h.title());
+    let list = if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    };
+    let mut warnings: Vec<String> = daemon
+        .engine
+        .unseen_server_references(&rules, &names)
+        .into_iter()
+        .map(|r| {
+            let at = r
+                .at
+                .map_or_else(String::new, |at| format!(":{}:{}", at.line, at.column));
+            format!(
+                "{}{at}: `{}` names server `{}`, which is not one of {agent}'s MCP servers ({list}) and which no session has run: it applies to nothing",
+                rules.policy.origin,
+                r.context,
+                r.glob.as_str()
+            )
+        })
+        .collect();
+    for server in configured.iter().filter(|s| s.enabled) {
+        if let Transport::Http { url } = &server.transport
+            && rules.policy.server(&server.name).is_none()
+        {
+            warnings.push(format!(
+                "{}'s network MCP server `{}` ({url}) is not declared in the policy (sandbox.mcp.servers with type: http and this url): its messages are not read",
+                server.host.title(),
+                server.name
+            ));
+        }
+    }
+    warnings
+}
+
 /// Records the end of a session and forgets its engine state.
 pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
+    if let Some(session) = daemon.engine.find_session(id) {
+        daemon.engine.report_unseen_servers(&session);
+    }
     // Its engine state may be gone (ended while the daemon was down): the event names the
     // session itself rather than through one.
     let mut ended = Event::new(EventKind::SessionEnded, "", Action::Allow, why);

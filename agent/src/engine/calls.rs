@@ -29,6 +29,8 @@ pub(super) struct Known {
     registry_hold: Option<(String, String)>,
     /// A changed definition waiting for trust (decides at the version pin step).
     pin_hold: Option<(String, String)>,
+    /// What the server runs from, as its interception point said.
+    pub package: Option<String>,
 }
 
 /// Whether the call is about to execute or is only intended.
@@ -110,6 +112,7 @@ impl Engine {
                     policy,
                     &CallRequest {
                         server,
+                        package: known.package.as_deref(),
                         tool,
                         arguments,
                         status,
@@ -125,13 +128,16 @@ impl Engine {
 
     fn known(&self, session: &Session, server: &str, tool: &str) -> Known {
         let registry = read(&session.registry);
-        let server_hold = registry.server(server).and_then(|s| s.withheld.clone());
+        let entry_of_server = registry.server(server);
+        let server_hold = entry_of_server.and_then(|s| s.withheld.clone());
+        let package = entry_of_server.and_then(|s| s.origin.package.clone());
         let Some(entry) = registry.lookup(server, tool) else {
             return Known {
                 hash: None,
                 categories: categorize(tool, None),
                 registry_hold: server_hold,
                 pin_hold: None,
+                package,
             };
         };
         let (registry_hold, pin_hold) = match &entry.state {
@@ -152,6 +158,7 @@ impl Engine {
             categories: entry.categories,
             registry_hold: server_hold.or(registry_hold),
             pin_hold,
+            package,
         }
     }
 

@@ -10,6 +10,7 @@ use super::verdict::{
 };
 use super::{Engine, Session};
 use crate::audit::Event;
+use crate::registry::ServerOrigin;
 
 /// A verdict could not be obtained; the interception point fails closed with this message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,7 +19,10 @@ pub struct DecideError(pub String);
 
 /// The questions an interception point asks. One implementation per place the engine runs.
 pub trait Decider: Send + Sync {
-    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError>;
+    /// A stdio server is about to start; `origin` says what it runs and which configuration
+    /// names it.
+    fn server_setup(&self, server: &str, origin: &ServerOrigin)
+    -> Result<ServerSetup, DecideError>;
     fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError>;
     fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError>;
     fn tool_call(
@@ -58,8 +62,14 @@ impl Local {
 }
 
 impl Decider for Local {
-    fn server_setup(&self, server: &str) -> Result<ServerSetup, DecideError> {
-        Ok(self.engine.server_setup(&self.session, server))
+    fn server_setup(
+        &self,
+        server: &str,
+        origin: &ServerOrigin,
+    ) -> Result<ServerSetup, DecideError> {
+        Ok(self
+            .engine
+            .server_setup(&self.session, server, origin, false))
     }
 
     fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError> {

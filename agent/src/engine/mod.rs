@@ -12,6 +12,7 @@ pub mod intercept;
 pub mod listing;
 mod output;
 mod pins;
+mod unseen;
 pub mod verdict;
 
 use crate::sync::lock;

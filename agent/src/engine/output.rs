@@ -7,11 +7,12 @@ use serde_json::{Value, json};
 
 use super::{
     BinaryVerdict, DecideError, Engine, OutputVerdict, RequestVerdict, ServerSetup, Session, lock,
-    read,
+    read, write,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::config::{self, PinAction, RequestAction};
 use crate::inspect;
+use crate::registry::ServerOrigin;
 use crate::store::{BinaryPin, now_secs};
 
 impl Engine {
@@ -140,10 +141,46 @@ impl Engine {
         }
     }
 
-    /// Environment rules and limits for a stdio server about to start.
-    pub fn server_setup(&self, session: &Session, server: &str) -> ServerSetup {
+    /// Environment rules and limits for a stdio server about to start. Its origin is kept
+    /// (rules match its package) and its start recorded, unless `resumed`: a restarted daemon
+    /// learning again of a server that runs since before.
+    pub fn server_setup(
+        &self,
+        session: &Session,
+        server: &str,
+        origin: &ServerOrigin,
+        resumed: bool,
+    ) -> ServerSetup {
         let rules = session.rules();
         self.register_server(session, &rules, server);
+        write(&session.registry).register_server(server).0.origin = origin.clone();
+        if !resumed {
+            let named = match (&origin.host, &origin.config_source) {
+                (Some(host), Some(source)) => format!("named in {host}'s {source}"),
+                _ => "named by agentsh (no agent configuration names it)".to_owned(),
+            };
+            let mut reason = format!(
+                "server '{server}' starts{}, {named}",
+                origin
+                    .package
+                    .as_ref()
+                    .map_or_else(String::new, |p| format!(" from {p}"))
+            );
+            let action = if origin.also_named.is_empty() {
+                Action::Allow
+            } else {
+                reason.push_str(&format!(
+                    "; the same command line is also configured as {}: rules naming those do not apply to it",
+                    origin.also_named.join(", ")
+                ));
+                Action::Alert
+            };
+            self.record(
+                session,
+                Event::new(EventKind::McpServerStarted, server, action, reason)
+                    .details(serde_json::to_value(origin).unwrap_or_default()),
+            );
+        }
         let policy = rules.mcp();
         let declared = rules.policy.server(server);
         let globs = |list: Option<&Vec<config::NameGlob>>| {

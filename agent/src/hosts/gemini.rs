@@ -62,13 +62,13 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
         &system_layer.1,
     ]
     .iter()
-    .filter_map(|s| {
+    .rev()
+    .find_map(|s| {
         s.get("security")?
             .get("folderTrust")?
             .get("enabled")?
             .as_bool()
     })
-    .last()
     .unwrap_or(true);
     let trusted = workspace_trusted(files, env, &gemini_dir, trust_enabled);
 

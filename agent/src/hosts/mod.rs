@@ -358,7 +358,7 @@ pub(crate) fn json_servers(
             });
             continue;
         };
-        let text = |key: &str| entry.get(key).and_then(Value::as_str).map(|s| expand(s));
+        let text = |key: &str| entry.get(key).and_then(Value::as_str).map(expand);
         let transport = if let Some(command) = text("command") {
             let args = match entry.get("args") {
                 None | Some(Value::Null) => Vec::new(),

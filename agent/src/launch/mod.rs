@@ -15,8 +15,10 @@
 //! No I/O: the shims call this before deciding what to exec.
 
 mod argv;
+pub mod configured;
 mod docker;
 mod id;
+pub mod manifest;
 mod node;
 mod npm;
 mod python;
@@ -29,7 +31,13 @@ mod tests;
 use std::sync::LazyLock;
 
 use crate::config::{CustomServer, NameGlob};
+use crate::hosts::ConfiguredServer;
+use configured::{Identified, Invocation};
 use target::Target;
+
+/// The launchers `agentshctl run` always puts first on an agent's PATH (each a link to
+/// agentsh-shim, which acts by the name it was run as).
+pub const BUILT_IN_LAUNCHERS: &[&str] = &["npx", "uvx", "node", "python", "python3", "docker"];
 
 /// Names that MCP servers are published under, besides Docker Hub's `mcp/` namespace.
 pub const DEFAULT_PATTERNS: &[&str] = &[
@@ -66,6 +74,66 @@ pub struct Launch {
     /// The full name that matched: `@modelcontextprotocol/server-filesystem`, `mcp_server_git`,
     /// `ghcr.io/github/github-mcp-server`, `mcp/fetch`.
     pub package: String,
+}
+
+/// A command line a launcher runs under agentsh-shim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guarded {
+    /// The name the agent's configuration gives the server, else the recognised one's id.
+    pub server_id: String,
+    /// What the server runs from: the npm or Python package, the image, the script.
+    pub package: Option<String>,
+    /// The configuration entry the server is named after.
+    pub configured: Option<ConfiguredServer>,
+    /// Other configured names that start the very same command line.
+    pub also_named: Vec<String>,
+}
+
+/// Whether a launcher must run this command line under the shim, and as what: an entry of
+/// the agent's configuration (`servers`) that starts it, else a recognised MCP server launch.
+pub fn guard(
+    invocation: &Invocation,
+    servers: &[ConfiguredServer],
+    custom: &[CustomServer],
+) -> Option<Guarded> {
+    let (configured, also_named) = match configured::identify(invocation, servers) {
+        Identified::None => (None, Vec::new()),
+        Identified::One(server) => (Some(server), Vec::new()),
+        Identified::Ambiguous(server, others) => (
+            Some(server),
+            others.into_iter().map(|s| s.name.clone()).collect(),
+        ),
+    };
+    let recognised = recognise(invocation.program, invocation.args, custom);
+    let package = recognised
+        .as_ref()
+        .map(|l| l.package.clone())
+        .or_else(|| package_of(invocation.program, invocation.args));
+    match (configured, recognised) {
+        (Some(server), _) => Some(Guarded {
+            server_id: server.name.clone(),
+            package,
+            configured: Some(server.clone()),
+            also_named,
+        }),
+        (None, Some(launch)) => Some(Guarded {
+            server_id: launch.server_id,
+            package,
+            configured: None,
+            also_named,
+        }),
+        (None, None) => None,
+    }
+}
+
+/// What a command line runs, named as a rule's `match.package` sees it: the package, module,
+/// image or script it runs, else the program's own name.
+pub fn package_of(program: &str, args: &[String]) -> Option<String> {
+    targets(program, args)
+        .into_iter()
+        .next()
+        .map(|t| t.name)
+        .or_else(|| Some(basename(program).to_owned()).filter(|n| !n.is_empty()))
 }
 
 /// Whether `program args` starts an MCP server. `program` is the name as invoked (a path is

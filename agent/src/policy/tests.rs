@@ -14,6 +14,7 @@ fn call<'a>(
 ) -> CallRequest<'a> {
     CallRequest {
         server,
+        package: None,
         tool,
         arguments: args.as_object(),
         status,

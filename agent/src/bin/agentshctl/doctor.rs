@@ -260,6 +260,7 @@ fn checks(args: &Args, socket_flag: Option<&Path>) -> Vec<Check> {
         trust_check(&facts),
         config_check(&facts),
         policy_check(&facts),
+        policy_servers_check(&facts),
     ]
 }
 
@@ -950,6 +951,57 @@ fn policy_check(f: &Facts) -> Check {
             ),
         ),
     }
+}
+
+/// Whether every server the policy names is one a server here has: an agent configuration of
+/// the invoking user names it, the policy declares it, or agentshd has pinned its tools.
+fn policy_servers_check(f: &Facts) -> Check {
+    const NAME: &str = "servers";
+    let Some(policy) = f
+        .config
+        .as_ref()
+        .ok()
+        .and_then(|c| config::load_file(&c.policy).ok())
+    else {
+        return Check::skip(NAME, "the policy does not load");
+    };
+    let pinned: Vec<String> = match &f.daemon {
+        Probe::Answers { .. } => Client::connect(&f.socket)
+            .and_then(|mut c| {
+                c.call::<_, Vec<agentsh::api::protocol::PinEntry>>(
+                    ops::PINS_LIST,
+                    &agentsh::api::protocol::PinsArgs::default(),
+                )
+            })
+            .map(|pins| pins.into_iter().map(|p| p.server).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let home = invoking_home();
+    let warnings = crate::unseen::warnings(&policy, home.as_deref(), &pinned);
+    if warnings.is_empty() {
+        return Check::ok(
+            NAME,
+            format!(
+                "every server {} names is configured, declared or pinned here",
+                policy.origin
+            ),
+        );
+    }
+    Check::warn(
+        NAME,
+        warnings.join("\n"),
+        "name servers in the policy as the agents' configurations name them (the names the model sees: mcp__NAME__tool), or remove the rules",
+    )
+}
+
+/// The home of the user who ran doctor (the sudo caller through sudo).
+fn invoking_home() -> Option<PathBuf> {
+    let uid = std::env::var("SUDO_UID").ok()?.parse().ok()?;
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
 }
 
 fn lines(diagnostics: &[config::Diagnostic]) -> String {

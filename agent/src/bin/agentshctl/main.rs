@@ -2,11 +2,13 @@
 
 mod doctor;
 mod export;
+mod guards;
 mod inspect;
 mod pins;
 mod query;
 mod run;
 mod setup;
+mod unseen;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -120,6 +122,9 @@ fn policy_check(file: &std::path::Path) -> anyhow::Result<ExitCode> {
     match agentsh::config::check_file(file) {
         Ok(policy) => {
             for warning in &policy.warnings {
+                eprintln!("{warning}");
+            }
+            for warning in unseen::warnings(&policy, None, &[]) {
                 eprintln!("{warning}");
             }
             println!("{}: valid", file.display());

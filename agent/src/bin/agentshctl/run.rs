@@ -16,13 +16,14 @@ use std::process::ExitCode;
 
 use agentsh::api::Client;
 use agentsh::api::protocol::{PolicySource, SessionArgs, SessionCreateArgs, SessionCreated, ops};
+use agentsh::hosts::{self, Discovery, Environment, Host, Transport};
+use agentsh::launch::{BUILT_IN_LAUNCHERS, manifest};
+
+use crate::guards;
 use anyhow::{Context as _, Result, bail};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, Uid, User, fork};
-
-/// Launchers that start MCP servers; each gets a shim of the same name.
-pub const LAUNCHERS: &[&str] = &["npx", "uvx", "node", "python", "python3", "docker"];
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -76,6 +77,13 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     };
     let target = target_user()?;
     let shim = sibling_binary("agentsh-shim")?;
+    let agent_argv: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let host = Host::of_command(&agent_argv);
+    let discovery = agent_servers(host, &agent_argv, target.as_ref());
     let argv: Vec<CString> = args
         .command
         .iter()
@@ -131,6 +139,8 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                 } else {
                     trusted_pem()
                 },
+                host,
+                configured: discovery.servers.clone(),
             },
         )
         .map_err(anyhow::Error::from);
@@ -169,12 +179,15 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         );
     }
     let launcher_dir = if created.launcher.enabled && !args.no_launchers {
-        Some(make_launcher_dir(
-            session.id.as_str(),
-            &shim,
-            &created,
-            target.as_ref(),
-        )?)
+        let manifest = manifest::Manifest {
+            session: session.id.clone(),
+            socket: std::path::absolute(socket)
+                .with_context(|| format!("cannot resolve {}", socket.display()))?,
+            custom_servers: created.launcher.custom_servers.clone(),
+            host,
+            commands: extra_launchers(&discovery),
+        };
+        Some(make_launcher_dir(&manifest, &shim, target.as_ref())?)
     } else {
         None
     };
@@ -206,6 +219,17 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             .as_ref()
             .map_or_else(String::new, |c| format!(" (cgroup {c})"))
     );
+    let paths = guards::Paths {
+        launchers: launcher_dir.is_some(),
+        kernel: !explicit,
+        proxy: explicit && created.proxy.is_some(),
+    };
+    for line in guards::lines(host, &agent_argv[0], &discovery, &paths) {
+        eprintln!("{line}");
+    }
+    for warning in &created.warnings {
+        eprintln!("agentshctl: warning: {warning}");
+    }
     go.write_all(message.as_bytes())?;
     drop(go);
     let status = wait_forwarding(child, &signals)?;
@@ -324,31 +348,72 @@ fn sibling_binary(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A directory with one symlink per launcher to agentsh-shim (which acts by its `argv[0]`) and
-/// the daemon's custom server patterns, readable by the agent's user.
+/// The servers the agent's configuration names, as the agent will read it: its files as its
+/// user sees them (home is the sudo caller's through sudo), its command line's options.
+fn agent_servers(host: Option<Host>, argv: &[String], target: Option<&User>) -> Discovery {
+    let Some(mut env) = Environment::current() else {
+        return Discovery::default();
+    };
+    if let Some(user) = target {
+        env.home.clone_from(&user.dir);
+        env.vars
+            .insert("HOME".to_owned(), user.dir.display().to_string());
+    }
+    match host {
+        Some(host) => hosts::discover(host, argv, &env),
+        None => hosts::discover_all(&env),
+    }
+}
+
+/// Launchers for the commands configured servers run besides the built-in ones (`uv`,
+/// `my-mcp-server`): only their configured command lines are wrapped.
+fn extra_launchers(discovery: &Discovery) -> Vec<String> {
+    let mut names: Vec<String> = discovery
+        .servers
+        .iter()
+        .filter_map(|s| match &s.transport {
+            Transport::Stdio { command, .. } => Some(command.as_str()),
+            Transport::Http { .. } => None,
+        })
+        .filter(|c| !BUILT_IN_LAUNCHERS.contains(c) && manifest::can_launch(c))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A new directory, the agent user's alone, with one symlink per launcher to agentsh-shim
+/// (which acts by its `argv[0]`) and the manifest.
 fn make_launcher_dir(
-    session: &str,
+    manifest: &manifest::Manifest,
     shim: &Path,
-    created: &SessionCreated,
     target: Option<&User>,
 ) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|_| target.is_none())
         .map_or_else(std::env::temp_dir, PathBuf::from);
-    let dir = base.join(format!("agentsh-launchers-{session}"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for name in LAUNCHERS {
+    let dir = base.join(format!("{}{}", manifest::DIR_PREFIX, manifest.session));
+    // A new directory of ours: one that already exists (someone else's, in /tmp) is refused.
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    for name in BUILT_IN_LAUNCHERS
+        .iter()
+        .copied()
+        .chain(manifest.commands.iter().map(String::as_str))
+    {
         let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(shim, &link)
             .with_context(|| format!("cannot create {}", link.display()))?;
     }
-    std::fs::write(
-        dir.join("servers.json"),
-        serde_json::to_vec(&created.launcher.custom_servers)?,
-    )?;
+    std::fs::write(dir.join(manifest::FILE), serde_json::to_vec(manifest)?)
+        .with_context(|| format!("cannot write {}", dir.join(manifest::FILE).display()))?;
     if let Some(user) = target {
         nix::unistd::chown(&dir, Some(user.uid), Some(user.gid))?;
+        nix::unistd::chown(&dir.join(manifest::FILE), Some(user.uid), Some(user.gid))?;
     }
     Ok(dir)
 }

@@ -26,10 +26,11 @@ pub(super) fn rule(r: &mut Report, node: &Node, path: &str) -> Option<Rule> {
         .required(r, "decision")
         .and_then(|n| reader::keyword(r, n, &f.path_of("decision"), Decision::ALL));
     let reason = f.string(r, "reason");
-    let (server, tool, arguments) = matcher?;
+    let (server, package, tool, arguments) = matcher?;
     Some(Rule {
         id: id?,
         server,
+        package,
         tool,
         arguments,
         decision: decision?,
@@ -38,17 +39,17 @@ pub(super) fn rule(r: &mut Report, node: &Node, path: &str) -> Option<Rule> {
     })
 }
 
-fn rule_match(
-    r: &mut Report,
-    node: &Node,
-    path: &str,
-) -> Option<(NameGlob, ToolMatcher, Vec<ArgumentMatch>)> {
-    let mut keys = vec!["server", "argument_patterns"];
+fn rule_match(r: &mut Report, node: &Node, path: &str) -> Option<RuleMatch> {
+    let mut keys = vec!["server", "package", "argument_patterns"];
     keys.extend(TOOL_NAME_KEYS);
     let f = Fields::open(r, node, path, &keys)?;
     let server = match f.get("server") {
         Some(n) => name_glob(r, n, &f.path_of("server")),
         None => Some(NameGlob::any()),
+    };
+    let package = match f.get("package") {
+        Some(n) => Some(name_glob(r, n, &f.path_of("package"))?),
+        None => None,
     };
     let given: Vec<&str> = TOOL_NAME_KEYS
         .iter()
@@ -80,8 +81,11 @@ fn rule_match(
         }
     };
     let arguments = argument_patterns(r, &f);
-    Some((server?, tool?, arguments))
+    Some((server?, package, tool?, arguments))
 }
+
+/// `match:` as read: server, package, tool and argument patterns.
+type RuleMatch = (NameGlob, Option<NameGlob>, ToolMatcher, Vec<ArgumentMatch>);
 
 fn tool_matcher(r: &mut Report, f: &Fields<'_>, key: &str) -> Option<ToolMatcher> {
     let path = f.path_of(key);
