@@ -95,23 +95,27 @@ pub struct Filtered {
 }
 
 /// The variable `agentshctl run` sets to the directory of its launcher shims.
-pub const LAUNCHER_DIR_VAR: &str = "AGENTSH_LAUNCHER_DIR";
+pub const LAUNCHER_DIR_VAR: &str = agentsh::launch::manifest::DIR_VAR;
 
-/// Takes the launcher shims' directory out of the server's PATH (and the variable naming it):
-/// the server is already guarded, and its own `node` or `python` must not be wrapped again.
+/// Takes the launcher shims' directories out of the server's PATH (and the variable naming
+/// one): the server is already guarded, and its own `node` or `python` must not be wrapped
+/// again. Found by name as well, for agents that dropped the variable and kept PATH.
 pub fn drop_launcher_dir(vars: &mut Vec<(OsString, OsString)>) {
-    let Some(dir) = vars
+    let named = vars
         .iter()
         .find(|(k, _)| k == LAUNCHER_DIR_VAR)
-        .map(|(_, v)| v.clone())
-    else {
-        return;
-    };
+        .map(|(_, v)| v.clone());
     vars.retain(|(k, _)| k != LAUNCHER_DIR_VAR);
+    let is_launcher_dir = |p: &std::path::Path| {
+        named.as_deref() == Some(p.as_os_str())
+            || p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(agentsh::launch::manifest::DIR_PREFIX))
+    };
     for (name, value) in vars.iter_mut() {
         if name == "PATH" {
             let kept: Vec<std::path::PathBuf> = std::env::split_paths(value)
-                .filter(|p| p.as_os_str() != dir.as_os_str())
+                .filter(|p| !is_launcher_dir(p))
                 .collect();
             if let Ok(joined) = std::env::join_paths(kept) {
                 *value = joined;
@@ -148,6 +152,28 @@ pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launcher_dirs_leave_the_servers_path() {
+        let path =
+            "/run/user/1/agentsh-launchers-0a1b2c3d4e5f:/usr/bin:/tmp/agentsh-launchers-x:/bin";
+        let mut named = vec![
+            (OsString::from("PATH"), OsString::from(path)),
+            (
+                OsString::from(LAUNCHER_DIR_VAR),
+                OsString::from("/run/user/1/agentsh-launchers-0a1b2c3d4e5f"),
+            ),
+        ];
+        drop_launcher_dir(&mut named);
+        assert_eq!(
+            named,
+            [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))]
+        );
+        // Codex keeps PATH and drops the variable: the directory is known by its name.
+        let mut scrubbed = vec![(OsString::from("PATH"), OsString::from(path))];
+        drop_launcher_dir(&mut scrubbed);
+        assert_eq!(scrubbed[0].1, "/usr/bin:/bin");
+    }
 
     fn vars(names: &[&str]) -> Vec<(OsString, OsString)> {
         names

@@ -12,7 +12,7 @@ use super::calls::{Stage, action_and_reason};
 use super::{CallVerdict, Engine, Session, read};
 use crate::audit::{Event, EventKind};
 use crate::config::Decision;
-use crate::llm::host_names::HostTool;
+use crate::llm::host_names::{self, HostTool, ToolNamePattern};
 use crate::llm::{Arguments, Dialect, ToolCall};
 use crate::mcp::arguments_digest;
 use crate::policy::Verdict;
@@ -29,8 +29,22 @@ pub struct Intercepted<'a> {
     /// The proxy's id for the request/response exchange.
     pub request_id: &'a str,
     pub call: &'a ToolCall,
-    /// What the call's name refers to, by the host's naming patterns.
-    pub target: HostTool<'a>,
+    /// The hosts' naming patterns, for names of tools no server of the session listed.
+    pub patterns: &'a [ToolNamePattern],
+}
+
+/// What a call's name refers to in a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The tool `tool` of the session's server `server`; `written` is the server as the host
+    /// wrote it in the name, when that differs.
+    Mcp {
+        server: String,
+        tool: String,
+        written: Option<String>,
+    },
+    /// One of the host's own tools.
+    Native,
 }
 
 impl Engine {
@@ -41,26 +55,27 @@ impl Engine {
             Arguments::Object(map) => Ok(map),
             Arguments::Unreadable(why) => Err(why.as_str()),
         };
-        let (server, tool) = match intercepted.target {
-            HostTool::Mcp { server, tool } => (self.server_named(session, server, tool), tool),
-            HostTool::Native(name) => (String::new(), name),
+        let target = self.resolve(session, call, intercepted.patterns);
+        let (server, tool) = match &target {
+            Target::Mcp { server, tool, .. } => (server.clone(), tool.as_str()),
+            Target::Native => (String::new(), call.name.as_str()),
         };
         let mut hash = None;
         let mut categories = Value::Null;
-        let verdict = match (intercepted.target, arguments) {
+        let verdict = match (&target, arguments) {
             (_, Err(why)) => Verdict {
                 decision: Decision::Block,
                 rule: UNREADABLE_RULE.to_owned(),
                 reason: format!("its arguments cannot be checked: {why}"),
                 enforced: true,
             },
-            (HostTool::Native(_), Ok(_)) => Verdict {
+            (Target::Native, Ok(_)) => Verdict {
                 decision: Decision::Allow,
                 rule: NATIVE_RULE.to_owned(),
                 reason: "a tool of the host itself, not of an MCP server".to_owned(),
                 enforced: true,
             },
-            (HostTool::Mcp { .. }, Ok(map)) => {
+            (Target::Mcp { .. }, Ok(map)) => {
                 let rules = session.rules();
                 let (verdict, known) =
                     self.decide_call(session, &rules, &server, tool, Some(map), Stage::Intent);
@@ -70,9 +85,9 @@ impl Engine {
             }
         };
         let (action, reason) = action_and_reason(&verdict);
-        let host_server = match intercepted.target {
-            HostTool::Mcp { server: named, .. } if named != server => Some(named),
-            HostTool::Mcp { .. } | HostTool::Native(_) => None,
+        let host_server = match &target {
+            Target::Mcp { written, .. } => written.clone(),
+            Target::Native => None,
         };
         let mut event = Event::new(EventKind::McpToolCallIntercepted, &server, action, reason)
             .tool(tool)
@@ -83,7 +98,8 @@ impl Engine {
                 "request_id": intercepted.request_id,
                 "call_id": call.id,
                 "name": call.name,
-                "native": matches!(intercepted.target, HostTool::Native(_)),
+                "namespace": call.namespace,
+                "native": target == Target::Native,
                 "host_server": host_server,
                 "categories": categories,
                 "arguments_sha256": arguments.ok().map(arguments_digest),
@@ -93,15 +109,70 @@ impl Engine {
         CallVerdict::of(verdict, hash)
     }
 
-    /// The session's server a host's name refers to. Hosts rewrite server names for the model
-    /// (Claude Code turns `my.server` into `my_server`) and users name servers in their config
-    /// independently of agentsh's ids: a name the session does not know is the one server that
-    /// listed the tool, when exactly one did.
-    fn server_named(&self, session: &Session, named: &str, tool: &str) -> String {
+    /// What a call's name refers to. First exactly, by each host's own naming of the tools
+    /// the session's servers listed; then, for a tool no server listed, by the patterns, the
+    /// server found by how hosts rewrite names; else a tool of the host itself.
+    pub fn resolve(
+        &self,
+        session: &Session,
+        call: &ToolCall,
+        patterns: &[ToolNamePattern],
+    ) -> Target {
         let registry = read(&session.registry);
-        if registry.server(named).is_some() {
-            return named.to_owned();
+        let namespace = call.namespace.as_deref();
+        let listed = registry.servers().find_map(|(server, entry)| {
+            entry
+                .tools
+                .keys()
+                .find(|tool| host_names::names_tool(server, tool, namespace, &call.name))
+                .map(|tool| (server.to_owned(), tool.clone()))
+        });
+        if let Some((server, tool)) = listed {
+            let written = written_server(call, patterns).filter(|w| *w != server);
+            return Target::Mcp {
+                server,
+                tool,
+                written,
+            };
         }
-        registry.only_server_with(tool).unwrap_or(named).to_owned()
+        // A namespaced call names its tool plainly; the namespace names the server.
+        let name = qualified_name(call);
+        match host_names::host_tool(&name, patterns) {
+            HostTool::Mcp {
+                server: named,
+                tool,
+            } => {
+                let server = registry
+                    .servers()
+                    .map(|(name, _)| name)
+                    .find(|name| host_names::server_written_as(name, named))
+                    .or_else(|| registry.only_server_with(tool))
+                    .unwrap_or(named)
+                    .to_owned();
+                Target::Mcp {
+                    written: (server != named).then(|| named.to_owned()),
+                    server,
+                    tool: tool.to_owned(),
+                }
+            }
+            HostTool::Native(_) => Target::Native,
+        }
+    }
+}
+
+/// The call's name with its namespace (`mcp__fs` + `write_file` -> `mcp__fs__write_file`,
+/// the name Codex gives the same tool where there are no namespaces).
+fn qualified_name(call: &ToolCall) -> std::borrow::Cow<'_, str> {
+    match &call.namespace {
+        Some(namespace) => format!("{namespace}__{}", call.name).into(),
+        None => call.name.as_str().into(),
+    }
+}
+
+/// The server as the host wrote it in the call's name, by the patterns.
+fn written_server(call: &ToolCall, patterns: &[ToolNamePattern]) -> Option<String> {
+    match host_names::host_tool(&qualified_name(call), patterns) {
+        HostTool::Mcp { server, .. } => Some(server.to_owned()),
+        HostTool::Native(_) => None,
     }
 }

@@ -321,6 +321,7 @@ sandbox:
 
 mod intercepted {
     use super::*;
+    use crate::engine::intercept::Target;
     use crate::llm::host_names::{HostTool, default_tool_names, host_tool};
     use crate::llm::{Arguments, Dialect, ToolCall};
 
@@ -339,6 +340,7 @@ sandbox:
         ToolCall {
             id: "toolu_1".into(),
             name: name.into(),
+            namespace: None,
             arguments: match arguments {
                 Value::Object(map) => Arguments::Object(map),
                 other => Arguments::Unreadable(format!("not an object: {other}")),
@@ -354,7 +356,7 @@ sandbox:
                 dialect: Dialect::AnthropicMessages,
                 request_id: "req-1",
                 call,
-                target: host_tool(&call.name, &patterns),
+                patterns: &patterns,
             },
         )
     }
@@ -476,14 +478,82 @@ sandbox:
         let event = &kinds(&events, EventKind::McpToolCallIntercepted)[0];
         assert_eq!(event.server, "my.fs");
         assert_eq!(event.details["host_server"], "my_fs");
-        // Two servers with the tool: no guess.
+        // Another server with the same tool: the name still says which.
         engine.tools_listed(&s, "other", &[tool("write_file", "Write a file.")]);
         intercept(&engine, &s, &renamed);
         let event = &kinds(&events, EventKind::McpToolCallIntercepted)[1];
-        assert_eq!(event.server, "my_fs");
+        assert_eq!(event.server, "my.fs");
+        // A tool no server listed, under a rewritten name two servers could be: no guess.
+        intercept(&engine, &s, &call("mcp__my_fs__delete", json!({})));
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[2];
+        assert_eq!(event.server, "my.fs", "the rewritten name is one server's");
+        intercept(&engine, &s, &call("mcp__nobody__write_file", json!({})));
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[3];
+        assert_eq!(event.server, "nobody", "two servers have write_file");
         assert!(matches!(
             host_tool("Read", &default_tool_names()),
             HostTool::Native("Read")
         ));
+    }
+
+    #[test]
+    fn every_hosts_names_resolve_to_the_configured_server() {
+        let (engine, _events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s1"));
+        engine.tools_listed(&s, "fs", &[tool("write_file", "Write a file.")]);
+        engine.tools_listed(&s, "my.db", &[tool("query", "Query.")]);
+        let patterns = default_tool_names();
+        let resolve = |name: &str, namespace: Option<&str>| {
+            let mut c = call(name, json!({}));
+            c.namespace = namespace.map(str::to_owned);
+            engine.resolve(&s, &c, &patterns)
+        };
+        let mcp = |server: &str, tool: &str, written: Option<&str>| Target::Mcp {
+            server: server.into(),
+            tool: tool.into(),
+            written: written.map(str::to_owned),
+        };
+        // Claude Code, Gemini CLI, Codex's namespace tools and its flat names.
+        assert_eq!(
+            resolve("mcp__fs__write_file", None),
+            mcp("fs", "write_file", None)
+        );
+        assert_eq!(
+            resolve("mcp_fs_write_file", None),
+            mcp("fs", "write_file", None)
+        );
+        assert_eq!(
+            resolve("write_file", Some("mcp__fs")),
+            mcp("fs", "write_file", None)
+        );
+        assert_eq!(
+            resolve("mcp__my_db__query", None),
+            mcp("my.db", "query", Some("my_db"))
+        );
+        assert_eq!(
+            resolve("mcp_my.db_query", None),
+            mcp("my.db", "query", None)
+        );
+        assert_eq!(
+            resolve("query", Some("mcp__my_db")),
+            mcp("my.db", "query", Some("my_db"))
+        );
+        // Unlisted tools: the patterns, the server by its rewritten name.
+        assert_eq!(
+            resolve("drop", Some("mcp__my_db")),
+            mcp("my.db", "drop", Some("my_db"))
+        );
+        assert_eq!(resolve("Bash", None), Target::Native);
+        assert_eq!(resolve("exec", None), Target::Native);
+        // The block rule applies through every name.
+        for (name, namespace) in [
+            ("mcp__fs__write_file", None),
+            ("mcp_fs_write_file", None),
+            ("write_file", Some("mcp__fs")),
+        ] {
+            let mut c = call(name, json!({"path": "/etc/passwd"}));
+            c.namespace = namespace.map(str::to_owned);
+            assert!(intercept(&engine, &s, &c).blocks(), "{name} {namespace:?}");
+        }
     }
 }

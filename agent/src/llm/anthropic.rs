@@ -105,6 +105,7 @@ fn tool_calls_in(
             ToolCall {
                 id: tool_use.id,
                 name: tool_use.name,
+                namespace: None,
                 arguments: arguments_of_input(tool_use.input),
             },
         ));
@@ -1045,6 +1046,7 @@ impl HeldCall {
         ToolCall {
             id: std::mem::take(&mut self.id),
             name: std::mem::take(&mut self.name),
+            namespace: None,
             arguments,
         }
     }

@@ -1,9 +1,93 @@
 //! How hosts show MCP tools to the model, and back: `mcp__github__create_issue` in Claude
 //! Code is the tool `create_issue` of the server `github`. A name no pattern matches is the
 //! host's own tool (Bash, Read, ...), not an MCP tool.
+//!
+//! Each host's own rule is here too, forward, from (server, tool) to the name the model sees:
+//! with the session's servers known, a name is found exactly, whatever the host rewrote
+//! (characters a server name may hold and a tool name may not, Gemini CLI's truncation of long
+//! names), and the patterns only decide for names of tools no server of the session listed.
 
-/// Claude Code shows MCP tools to the model as `mcp__<server>__<tool>`.
-pub const DEFAULT_TOOL_NAMES: &[&str] = &["mcp__{server}__{tool}"];
+/// Claude Code and Codex show MCP tools as `mcp__<server>__<tool>` (Codex's Responses
+/// namespace tools as the namespace `mcp__<server>` holding `<tool>`), Gemini CLI as
+/// `mcp_<server>_<tool>`.
+pub const DEFAULT_TOOL_NAMES: &[&str] = &["mcp__{server}__{tool}", "mcp_{server}_{tool}"];
+
+/// The longest function name the model APIs take; Gemini CLI shortens longer names.
+const MAX_FUNCTION_NAME: usize = 64;
+
+/// A server name as Claude Code and Codex write it in tool names: every character outside
+/// `[A-Za-z0-9_-]` becomes `_` (`my.server` -> `my_server`).
+pub fn claude_server(server: &str) -> String {
+    server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Claude Code's (and Codex's flat) name for a tool: `mcp__<server>__<tool>`.
+pub fn claude_name(server: &str, tool: &str) -> String {
+    format!("mcp__{}__{tool}", claude_server(server))
+}
+
+/// Codex's Responses namespace for a server's tools: `mcp__<server>`.
+pub fn codex_namespace(server: &str) -> String {
+    format!("mcp__{}", claude_server(server))
+}
+
+/// Gemini CLI's name for a tool (its `generateValidName` of `<server>_<tool>`): `mcp_`
+/// prefixed unless already, characters outside `[A-Za-z0-9_.:-]` made `_`, a leading
+/// character that is not a letter or `_` prefixed with `_`, and past 63 characters the first
+/// and last 30 joined by `...`.
+pub fn gemini_name(server: &str, tool: &str) -> String {
+    let joined = format!("{server}_{tool}");
+    let prefixed = if joined.starts_with("mcp_") {
+        joined
+    } else {
+        format!("mcp_{joined}")
+    };
+    let mut name: String = prefixed
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        name.insert(0, '_');
+    }
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() > MAX_FUNCTION_NAME - 1 {
+        let head: String = chars[..30].iter().collect();
+        let tail: String = chars[chars.len() - 30..].iter().collect();
+        name = format!("{head}...{tail}");
+    }
+    name
+}
+
+/// Whether a host that names tools `name` (in `namespace`, where the dialect has them) means
+/// the tool `tool` of `server`, by any host's rule.
+pub fn names_tool(server: &str, tool: &str, namespace: Option<&str>, name: &str) -> bool {
+    match namespace {
+        Some(namespace) => {
+            name == tool && (namespace == codex_namespace(server) || namespace == server)
+        }
+        None => name == claude_name(server, tool) || name == gemini_name(server, tool),
+    }
+}
+
+/// Whether `written`, a server name as a host wrote it in a tool name, is `server`.
+pub fn server_written_as(server: &str, written: &str) -> bool {
+    server == written || claude_server(server) == written
+}
 
 /// What a tool name in an LLM response refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,5 +242,39 @@ mod tests {
         );
         assert_eq!(host_tool("Bash", &patterns), HostTool::Native("Bash"));
         assert_eq!(host_tool("mcp__x", &patterns), HostTool::Native("mcp__x"));
+        // Gemini CLI's form, split where Gemini CLI splits it.
+        assert_eq!(
+            host_tool("mcp_fs_write_file", &patterns),
+            HostTool::Mcp {
+                server: "fs",
+                tool: "write_file"
+            }
+        );
+    }
+
+    #[test]
+    fn each_hosts_own_names() {
+        assert_eq!(claude_name("my.db", "query"), "mcp__my_db__query");
+        assert_eq!(claude_name("fs", "write_file"), "mcp__fs__write_file");
+        assert_eq!(codex_namespace("my server"), "mcp__my_server");
+        assert_eq!(gemini_name("fs", "write_file"), "mcp_fs_write_file");
+        assert_eq!(gemini_name("my server", "a/b"), "mcp_my_server_a_b");
+        assert_eq!(gemini_name("mcp_fs", "read"), "mcp_fs_read");
+        assert_eq!(gemini_name("fs.v2", "x:y"), "mcp_fs.v2_x:y");
+        let long = gemini_name(
+            "a-very-long-server-name-for-testing",
+            "and_a_rather_long_tool_name_too",
+        );
+        assert_eq!(long.len(), 63);
+        assert_eq!(
+            long,
+            "mcp_a-very-long-server-name-fo...nd_a_rather_long_tool_name_too"
+        );
+        assert!(names_tool("my.db", "query", None, "mcp__my_db__query"));
+        assert!(names_tool("my.db", "query", None, "mcp_my.db_query"));
+        assert!(names_tool("my.db", "query", Some("mcp__my_db"), "query"));
+        assert!(!names_tool("my.db", "query", Some("mcp__other"), "query"));
+        assert!(!names_tool("fs", "read", None, "mcp__fs__read_file"));
+        assert!(server_written_as("my.db", "my_db") && !server_written_as("my.db", "my"));
     }
 }

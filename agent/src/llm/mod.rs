@@ -146,6 +146,9 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name as the host showed it to the model (`mcp__github__create_issue`).
     pub name: String,
+    /// The namespace the name is in, where the dialect has them (OpenAI Responses
+    /// `namespace` tools: Codex offers each MCP server as one, `mcp__github`).
+    pub namespace: Option<String>,
     /// The arguments, or why they could not be read.
     pub arguments: Arguments,
 }

@@ -262,6 +262,7 @@ fn named_call(id: String, name: String, arguments: Arguments) -> ToolCall {
     ToolCall {
         id,
         name,
+        namespace: None,
         arguments,
     }
 }

@@ -151,6 +151,7 @@ fn tool_call(kind: CallKind, item: &Map<String, Value>) -> ToolCall {
         return ToolCall {
             id,
             name: String::new(),
+            namespace: None,
             arguments: Arguments::Unreadable("the call has no name".into()),
         };
     };
@@ -166,7 +167,19 @@ fn tool_call(kind: CallKind, item: &Map<String, Value>) -> ToolCall {
     ToolCall {
         id,
         name: name.to_owned(),
+        namespace: call_namespace(kind, item),
         arguments,
+    }
+}
+
+/// The namespace a function call's name is in (Codex's `mcp__<server>`).
+fn call_namespace(kind: CallKind, item: &Map<String, Value>) -> Option<String> {
+    match kind {
+        CallKind::Function | CallKind::Custom => item
+            .get("namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        CallKind::BuiltIn(_) | CallKind::Unknown => None,
     }
 }
 
@@ -375,6 +388,7 @@ struct CallIdentity {
     item_id: Option<String>,
     call_id: Option<String>,
     name: Option<String>,
+    namespace: Option<String>,
 }
 
 impl CallIdentity {
@@ -385,6 +399,7 @@ impl CallIdentity {
             item_id: field("id"),
             call_id: field("call_id"),
             name: field("name"),
+            namespace: field("namespace"),
         }
     }
 }
@@ -469,6 +484,7 @@ impl PendingCall {
         ToolCall {
             id: self.id.clone(),
             name: self.name.clone(),
+            namespace: self.identity.namespace.clone(),
             arguments: Arguments::Unreadable(why),
         }
     }
@@ -479,7 +495,7 @@ impl PendingCall {
             return Some(problem.clone());
         }
         if CallIdentity::of(item) != self.identity {
-            return Some("the call's type, id or name changed while it streamed".into());
+            return Some("the call's type, id, name or namespace changed while it streamed".into());
         }
         let text = self.kind.streamed_text()?;
         // A missing or non-text final field is the arguments reader's to report.
@@ -2395,6 +2411,51 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
             .unwrap()
             .expect("rewritten");
         serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn codex_namespace_calls_carry_their_namespace() {
+        // Codex offers each MCP server as a namespace tool; the call names the tool plainly.
+        let stream = REASONING_CALL.replace(
+            r#""name":"get_weather""#,
+            r#""namespace":"mcp__fs","name":"get_weather""#,
+        );
+        assert_ne!(stream, REASONING_CALL);
+        let mut judge = TestJudge::allowing();
+        let out = run(&stream, &mut judge);
+        assert_eq!(out, stream.as_bytes(), "allowed: byte for byte");
+        assert_eq!(judge.seen.len(), 1);
+        assert_eq!(judge.seen[0].namespace.as_deref(), Some("mcp__fs"));
+        assert_eq!(judge.seen[0].name, "get_weather");
+        // A namespace that changes between the announcement and the end is not the call the
+        // client was shown.
+        let swapped: String = stream
+            .split_inclusive("\n\n")
+            .map(|event| {
+                if event.contains("response.output_item.done") {
+                    event.replace(r#""namespace":"mcp__fs""#, r#""namespace":"mcp__other""#)
+                } else {
+                    event.to_owned()
+                }
+            })
+            .collect();
+        assert_ne!(swapped, stream);
+        let back = read_back(&run(&swapped, &mut TestJudge::allowing()));
+        assert!(
+            back.item_text(1).contains("namespace changed"),
+            "{}",
+            back.item_text(1)
+        );
+        // Buffered.
+        let body = BODY.replace(
+            r#""name":"get_weather""#,
+            r#""namespace":"mcp__fs","name":"get_weather""#,
+        );
+        assert_ne!(body, BODY);
+        let mut judge = TestJudge::allowing();
+        assert_eq!(rewrite_body(body.as_bytes(), &mut judge), Ok(None));
+        assert_eq!(judge.seen[0].namespace.as_deref(), Some("mcp__fs"));
+        assert_eq!(judge.seen[1].namespace, None);
     }
 
     #[test]

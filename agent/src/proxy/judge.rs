@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::{Engine, Intercepted, Session};
-use crate::llm::host_names::{ToolNamePattern, host_tool};
+use crate::llm::host_names::ToolNamePattern;
 use crate::llm::{Dialect, Judge, Judgement, ToolCall};
 
 pub struct ProxyJudge {
@@ -46,7 +46,7 @@ impl Judge for ProxyJudge {
                 dialect: self.dialect,
                 request_id: &self.request_id,
                 call,
-                target: host_tool(&call.name, &self.patterns),
+                patterns: &self.patterns,
             },
         );
         self.calls += 1;
