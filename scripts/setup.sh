@@ -83,10 +83,47 @@ python_peers() {
 python_peers llm
 python_peers otlp
 
+# The real coding agents the end-to-end tests run under `agentshctl run` (tests/peers/agents,
+# pinned in its lock; only with --tests): npm skips their install scripts, so Claude Code's
+# install.cjs, which puts its native binary in place, runs here.
+agent_peers() {
+  local dir="$here/tests/peers/agents" stamp want
+  stamp="$dir/node_modules/.agentsh-lock-sha256"
+  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "npm ci (test agents: Claude Code, Codex CLI, Gemini CLI)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$stamp"
+  fi
+  if ! "$dir/node_modules/.bin/claude" --version >/dev/null 2>&1; then
+    say "Claude Code's install.cjs (its native binary)"
+    (cd "$dir/node_modules/@anthropic-ai/claude-code" && node install.cjs)
+  fi
+}
+
 # What only the tests need (`setup.sh --tests`, which `make test` runs): the package test
 # builds the deb with cargo-deb and installs it into a fresh Debian root, a debootstrap minbase
 # of bookworm (with ca-certificates, which the package depends on) kept as a tarball; the boot test installs it where systemd runs (below).
+# The Debian mirror this machine's apt uses for bookworm (debootstrap fetches from it): the
+# first deb source whose suites include bookworm itself, in deb822 or one-line form.
+debian_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk 'BEGIN{RS="";FS="\n"} {uri="";suite=0;deb=0
+      for(i=1;i<=NF;i++){
+        if($i ~ /^URIs:/){split($i,a," "); uri=a[2]}
+        if($i ~ /^Suites:/ && $i ~ /[ \t]bookworm([ \t]|$)/) suite=1
+        if($i ~ /^Types:/ && $i ~ /[ \t]deb([ \t]|$)/) deb=1}
+      if(uri!="" && suite && deb){print uri; exit}}' "$f"
+  done | head -n1 | grep . && return 0
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+    awk '$1=="deb" && $3=="bookworm" {for(i=2;i<=NF;i++) if($i ~ /^[a-z]+:\/\//){print $i; exit}}' | head -n1 | grep . && return 0
+  say "no apt source for bookworm in /etc/apt: cannot debootstrap the test roots"; return 1
+}
+
 if [ "${1:-}" = --tests ]; then
+  agent_peers
   apt_install binutils
   command -v cargo-deb >/dev/null || { say "cargo install cargo-deb"; cargo install --locked cargo-deb; }
   command -v cargo-generate-rpm >/dev/null ||
@@ -97,7 +134,7 @@ if [ "${1:-}" = --tests ]; then
     apt_install debootstrap
     say "debootstrap bookworm (minbase) for the package test"
     tmp=$(mktemp -d)
-    debootstrap --variant=minbase --include=init-system-helpers,ca-certificates bookworm "$tmp" http://deb.debian.org/debian >/dev/null
+    debootstrap --variant=minbase --include=init-system-helpers,ca-certificates bookworm "$tmp" "$(debian_mirror)" >/dev/null
     mkdir -p "$(dirname "$root_tar")"
     tar -C "$tmp" -cf "$root_tar.new" . && mv "$root_tar.new" "$root_tar"
     rm -rf "$tmp"
@@ -112,7 +149,7 @@ if [ "${1:-}" = --tests ]; then
     say "debootstrap bookworm (systemd) for the boot test"
     tmp=$(mktemp -d)
     debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,ca-certificates,init-system-helpers \
-      bookworm "$tmp" http://deb.debian.org/debian >/dev/null
+      bookworm "$tmp" "$(debian_mirror)" >/dev/null
     chmod 755 "$tmp" # the root directory (mktemp made it 0700): services run as other users
     mkdir -p "$(dirname "$systemd_tar")"
     tar -C "$tmp" -cf "$systemd_tar.new" . && mv "$systemd_tar.new" "$systemd_tar"

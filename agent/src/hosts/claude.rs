@@ -1,10 +1,13 @@
 //! Claude Code: `~/.claude.json` (moved by `CLAUDE_CONFIG_DIR`), whose top-level `mcpServers`
-//! are the user's servers and whose `projects["<dir>"].mcpServers` are a project's local ones;
-//! `.mcp.json` in the project (servers the user approves: `enableAllProjectMcpServers`,
-//! `enabledMcpjsonServers`, `disabledMcpjsonServers`); and `--mcp-config` on the command line
-//! (files or JSON text, several allowed), alone under `--strict-mcp-config`. By name, local
-//! overrides project overrides user, and `--mcp-config` overrides them all. `${VAR}` and
-//! `${VAR:-default}` are expanded.
+//! are the user's servers and whose `projects["<dir>"].mcpServers` are a project's local ones,
+//! keyed by the git root of the directory it starts in (else that directory); `.mcp.json` in
+//! that directory and every ancestor, nearer ones winning (servers the user approves:
+//! `enableAllProjectMcpServers`, `enabledMcpjsonServers`, `disabledMcpjsonServers`; in print
+//! mode every one not disabled); and `--mcp-config` on the command line (files or JSON text,
+//! several allowed), alone under `--strict-mcp-config`. By name, local overrides project
+//! overrides user, and `--mcp-config` overrides them all. `/etc/claude-code/managed-mcp.json`,
+//! where an administrator put one, is all there is. `${VAR}` and `${VAR:-default}` are
+//! expanded.
 
 use std::path::{Path, PathBuf};
 
@@ -12,16 +15,31 @@ use serde_json::{Map, Value};
 
 use super::{Discovery, Environment, Host, Problem, Reader, expand};
 
+/// An administrator's file that replaces every other source of servers.
+const MANAGED: &str = "/etc/claude-code/managed-mcp.json";
+
 pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -> Discovery {
     let mut discovery = Discovery::default();
     let options = Options::parse(argv);
     let expand = |s: &str| expand::braces_with_default(s, env);
+    let managed = read_object(files, Path::new(MANAGED), env, &mut discovery.problems);
+    if let Some(map) = managed.get("mcpServers").and_then(Value::as_object) {
+        discovery.servers = super::json_servers(
+            Host::ClaudeCode,
+            map,
+            &format!("{MANAGED} (managed)"),
+            &expand,
+            &mut discovery.problems,
+        );
+        return discovery;
+    }
     let global_path = env
         .var("CLAUDE_CONFIG_DIR")
         .map_or_else(|| env.home.clone(), PathBuf::from)
         .join(".claude.json");
     let global = read_object(files, &global_path, env, &mut discovery.problems);
-    let project = project_entry(&global, &env.cwd);
+    let project_dir = git_root(files, &env.cwd).unwrap_or_else(|| env.cwd.clone());
+    let project = project_entry(&global, &project_dir);
 
     let mut scopes = Vec::new();
     if !options.strict {
@@ -35,24 +53,33 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
                 &mut discovery.problems,
             ));
         }
-        // A project Claude Code has never opened has no entry: its `.mcp.json` is the
-        // working directory's, and its servers wait for approval.
-        let (dir, entry) = project.unwrap_or_else(|| (env.cwd.clone(), Map::new()));
-        let mcp_json = dir.join(".mcp.json");
-        let mcp = read_object(files, &mcp_json, env, &mut discovery.problems);
-        if let Some(map) = mcp.get("mcpServers").and_then(Value::as_object) {
-            let approval = Approval::of(files, &entry, &dir, env);
-            let mut servers = super::json_servers(
-                Host::ClaudeCode,
-                map,
-                &format!("{} (project)", super::display_path(&mcp_json, env)),
-                &expand,
-                &mut discovery.problems,
-            );
-            for server in &mut servers {
-                server.enabled = approval.approves(&server.name);
+        // A project Claude Code has never opened has no entry.
+        let (dir, entry) = project.unwrap_or_else(|| (project_dir.clone(), Map::new()));
+        let approval = Approval::of(files, &entry, &dir, env, options.print);
+        // Every `.mcp.json` from the filesystem's top down to the working directory: nearer
+        // ones override farther ones by name.
+        let mut ancestors: Vec<&Path> = env
+            .cwd
+            .ancestors()
+            .filter(|d| d.parent().is_some())
+            .collect();
+        ancestors.reverse();
+        for ancestor in ancestors {
+            let mcp_json = ancestor.join(".mcp.json");
+            let mcp = read_object(files, &mcp_json, env, &mut discovery.problems);
+            if let Some(map) = mcp.get("mcpServers").and_then(Value::as_object) {
+                let mut servers = super::json_servers(
+                    Host::ClaudeCode,
+                    map,
+                    &format!("{} (project)", super::display_path(&mcp_json, env)),
+                    &expand,
+                    &mut discovery.problems,
+                );
+                for server in &mut servers {
+                    server.enabled = approval.approves(&server.name);
+                }
+                scopes.push(servers);
             }
-            scopes.push(servers);
         }
         if let Some(map) = entry.get("mcpServers").and_then(Value::as_object) {
             scopes.push(super::json_servers(
@@ -108,6 +135,8 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
 struct Options {
     mcp_configs: Vec<String>,
     strict: bool,
+    /// `-p` / `--print`: not interactive, so project servers start unasked.
+    print: bool,
 }
 
 impl Options {
@@ -120,6 +149,7 @@ impl Options {
             match arg.as_str() {
                 "--" => break,
                 "--strict-mcp-config" => options.strict = true,
+                "-p" | "--print" => options.print = true,
                 "--mcp-config" => {
                     while let Some(value) = args.next_if(|a| !a.starts_with('-')) {
                         options.mcp_configs.push(value.clone());
@@ -136,15 +166,17 @@ impl Options {
     }
 }
 
-/// The entry of `projects` for the working directory: the directory itself, else its
-/// nearest ancestor that has one (Claude Code keys projects by the directory it was started
-/// in, or the repository's root).
-fn project_entry(global: &Map<String, Value>, cwd: &Path) -> Option<(PathBuf, Map<String, Value>)> {
-    let projects = global.get("projects")?.as_object()?;
-    cwd.ancestors().find_map(|dir| {
-        let entry = projects.get(dir.to_str()?)?.as_object()?;
-        Some((dir.to_path_buf(), entry.clone()))
-    })
+/// The entry of `projects` for the project directory.
+fn project_entry(global: &Map<String, Value>, dir: &Path) -> Option<(PathBuf, Map<String, Value>)> {
+    let entry = global.get("projects")?.get(dir.to_str()?)?.as_object()?;
+    Some((dir.to_path_buf(), entry.clone()))
+}
+
+/// The repository `dir` is in: the nearest ancestor (or itself) that holds `.git`.
+fn git_root(files: &dyn Reader, dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| files.exists(&d.join(".git")))
+        .map(Path::to_path_buf)
 }
 
 /// Which `.mcp.json` servers the user approved, from the project's entry and the settings
@@ -157,8 +189,17 @@ struct Approval {
 }
 
 impl Approval {
-    fn of(files: &dyn Reader, project: &Map<String, Value>, dir: &Path, env: &Environment) -> Self {
-        let mut approval = Approval::default();
+    fn of(
+        files: &dyn Reader,
+        project: &Map<String, Value>,
+        dir: &Path,
+        env: &Environment,
+        print: bool,
+    ) -> Self {
+        let mut approval = Approval {
+            all: print,
+            ..Approval::default()
+        };
         let config_dir = env
             .var("CLAUDE_CONFIG_DIR")
             .map_or_else(|| env.home.join(".claude"), PathBuf::from);
@@ -280,14 +321,15 @@ mod tests {
     fn user_project_and_local_scopes() {
         let files = Memory::default()
             .with("/home/ann/.claude.json", CLAUDE_JSON)
+            .with("/home/ann/work/app/.git/HEAD", "ref: refs/heads/main")
             .with("/home/ann/work/app/.mcp.json", MCP_JSON);
-        // In a subdirectory of the project.
+        // In a subdirectory of the repository: the local scope is the repository's.
         let e = env(
             "/home/ann",
             "/home/ann/work/app/src",
             &[("HOME", "/home/ann")],
         );
-        let found = discover(&files, &argv(&["claude", "-p", "hi"]), &e);
+        let found = discover(&files, &argv(&["claude", "hi"]), &e);
         assert!(found.problems.is_empty(), "{:?}", found.problems);
         assert_eq!(
             names(&found),
@@ -304,6 +346,41 @@ mod tests {
             panic!()
         };
         assert_eq!(args[1..], ["--db-path", "app.db"]);
+        // Print mode starts project servers unasked, unless they are disabled.
+        let found = discover(&files, &argv(&["claude", "-p", "hi"]), &e);
+        assert!(found.servers.iter().all(|s| s.enabled));
+    }
+
+    #[test]
+    fn local_scope_is_the_repository_s_and_mcp_json_comes_from_every_ancestor() {
+        let files = Memory::default()
+            .with(
+                "/home/ann/.claude.json",
+                r#"{"projects": {"/r/sub": {"mcpServers": {"ignored": {"command": "x"}}}, "/r": {"mcpServers": {"local": {"command": "l"}}}}}"#,
+            )
+            .with("/r/.git", "gitdir: /elsewhere")
+            .with("/.mcp.json", r#"{"mcpServers": {"root": {"command": "never-read"}}}"#)
+            .with("/home/.mcp.json", r#"{"mcpServers": {"far": {"command": "far"}, "both": {"command": "far"}}}"#)
+            .with("/r/sub/.mcp.json", r#"{"mcpServers": {"both": {"command": "near"}}}"#);
+        let e = env("/home/ann", "/r/sub", &[]);
+        let found = discover(&files, &argv(&["claude", "--print", "x"]), &e);
+        let got: Vec<(String, String)> = found
+            .servers
+            .iter()
+            .map(|s| (s.name.clone(), s.describe()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("both".to_owned(), "near".to_owned()),
+                ("local".to_owned(), "l".to_owned()),
+            ],
+            "only ancestors of the working directory: /home is not one"
+        );
+        let e = env("/home/ann", "/home/ann/p", &[]);
+        let found = discover(&files, &argv(&["claude", "-p", "x"]), &e);
+        let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["far", "both"]);
     }
 
     #[test]

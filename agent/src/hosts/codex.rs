@@ -1,68 +1,123 @@
-//! Codex CLI: `$CODEX_HOME/config.toml` (default `~/.codex`), `[mcp_servers.NAME]` tables,
-//! with the command line's `-c key=value` / `--config key=value` overrides applied on top
-//! (dotted keys into the same document, the value read as TOML and as a plain string when it
-//! is not TOML, as Codex reads it).
+//! Codex CLI: `[mcp_servers.NAME]` tables in its configuration layers, deep-merged key by key,
+//! lowest first: `/etc/codex/config.toml`, `$CODEX_HOME/config.toml` (default `~/.codex`), the
+//! project's `.codex/config.toml` files from its git root down to the working directory (when
+//! the user trusts the project), the profile `-p NAME` (`$CODEX_HOME/NAME.config.toml`), the
+//! command line's `-c key=value` / `--config key=value` (dotted keys, the value read as TOML
+//! and as a plain string when it is not TOML) and `/etc/codex/managed_config.toml`.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
 use super::{ConfiguredServer, Discovery, Environment, Host, Problem, Reader, Transport};
+
+const SYSTEM: &str = "/etc/codex/config.toml";
+const MANAGED: &str = "/etc/codex/managed_config.toml";
 
 pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -> Discovery {
     let mut discovery = Discovery::default();
     let home = env
         .var("CODEX_HOME")
         .map_or_else(|| env.home.join(".codex"), PathBuf::from);
-    let path = home.join("config.toml");
-    let source = super::display_path(&path, env);
-    let mut problem = |source: &str, message: String| {
-        discovery.problems.push(Problem {
-            host: Host::Codex,
-            source: source.to_owned(),
-            message,
-        })
-    };
-    let mut document = match files.read(&path) {
-        Ok(None) => Table::new(),
-        Ok(Some(text)) => match text.parse::<Table>() {
-            Ok(table) => table,
+    let user_path = home.join("config.toml");
+    let source = super::display_path(&user_path, env);
+    let mut load = |path: &Path| -> Option<Table> {
+        let shown = super::display_path(path, env);
+        match files.read(path) {
+            Ok(None) => None,
+            Ok(Some(text)) => match text.parse::<Table>() {
+                Ok(table) => Some(table),
+                Err(err) => {
+                    discovery
+                        .problems
+                        .push(problem(&shown, one_line(&err.to_string())));
+                    None
+                }
+            },
             Err(err) => {
-                problem(&source, one_line(&err.to_string()));
-                Table::new()
+                discovery.problems.push(problem(&shown, err));
+                None
             }
-        },
-        Err(err) => {
-            problem(&source, err);
-            Table::new()
         }
     };
-    // Which servers an override touched: their source is the command line.
-    let mut overridden = Vec::new();
+    let mut layers: Vec<(String, Table)> = Vec::new();
+    let system = load(Path::new(SYSTEM));
+    let user = load(&user_path);
+    layers.extend(system.map(|t| (SYSTEM.to_owned(), t)));
+    let trusted = user
+        .as_ref()
+        .is_some_and(|u| project_trusted(u, files, &env.cwd));
+    layers.extend(user.map(|t| (source.clone(), t)));
+    if trusted && let Some(root) = git_root(files, &env.cwd) {
+        let mut dirs: Vec<&Path> = env
+            .cwd
+            .ancestors()
+            .take_while(|d| d.starts_with(&root))
+            .collect();
+        dirs.reverse();
+        for dir in dirs {
+            let path = dir.join(".codex/config.toml");
+            if let Some(table) = load(&path) {
+                layers.push((super::display_path(&path, env), table));
+            }
+        }
+    }
+    if let Some(profile) = option_value(argv, &["-p", "--profile"]) {
+        let path = home.join(format!("{profile}.config.toml"));
+        if let Some(table) = load(&path) {
+            layers.push((super::display_path(&path, env), table));
+        }
+    }
+    let managed = load(Path::new(MANAGED));
+
+    // Where each server's entry was last set, for messages.
+    let mut sources: HashMap<String, String> = HashMap::new();
+    let mut document = Table::new();
+    let note = |table: &Table, source: &str, sources: &mut HashMap<String, String>| {
+        if let Some(Value::Table(servers)) = table.get("mcp_servers") {
+            for name in servers.keys() {
+                sources.insert(name.clone(), source.to_owned());
+            }
+        }
+    };
+    for (source, table) in &layers {
+        note(table, source, &mut sources);
+        merge(&mut document, table.clone());
+    }
     for (key, value) in overrides(argv) {
         match apply_override(&mut document, &key, &value) {
             Ok(()) => {
                 if let Some(name) = server_of_key(&key) {
-                    overridden.push(name);
+                    let was = sources.remove(&name);
+                    let now = match was {
+                        Some(was) => format!("{was} and -c mcp_servers.{name}"),
+                        None => format!("-c mcp_servers.{name}"),
+                    };
+                    sources.insert(name, now);
                 }
             }
-            Err(why) => problem(&format!("-c {key}={value}"), why),
+            Err(why) => discovery
+                .problems
+                .push(problem(&format!("-c {key}={value}"), why)),
         }
+    }
+    if let Some(table) = managed {
+        note(&table, MANAGED, &mut sources);
+        merge(&mut document, table);
     }
     let servers = match document.get("mcp_servers") {
         None => return discovery,
         Some(Value::Table(servers)) => servers,
         Some(_) => {
-            problem(&source, "`mcp_servers` is not a table".to_owned());
+            discovery
+                .problems
+                .push(problem(&source, "`mcp_servers` is not a table".to_owned()));
             return discovery;
         }
     };
     for (name, entry) in servers {
-        let source = if overridden.contains(name) {
-            format!("{source} and -c mcp_servers.{name}")
-        } else {
-            source.clone()
-        };
+        let source = sources.get(name).cloned().unwrap_or_else(|| source.clone());
         match server(name, entry) {
             Ok((transport, enabled)) => discovery.servers.push(ConfiguredServer {
                 host: Host::Codex,
@@ -71,10 +126,72 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
                 source,
                 enabled,
             }),
-            Err(why) => problem(&source, format!("mcp_servers.{name}: {why}")),
+            Err(why) => discovery
+                .problems
+                .push(problem(&source, format!("mcp_servers.{name}: {why}"))),
         }
     }
     discovery
+}
+
+fn problem(source: &str, message: String) -> Problem {
+    Problem {
+        host: Host::Codex,
+        source: source.to_owned(),
+        message,
+    }
+}
+
+/// Tables merge key by key, deeper layers winning; anything else is replaced.
+fn merge(into: &mut Table, from: Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(Value::Table(existing)), Value::Table(table)) => merge(existing, table),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Whether the user trusts the project the working directory is in: `[projects."<git root>"]`
+/// (or the directory itself outside a repository) with `trust_level = "trusted"`.
+fn project_trusted(user: &Table, files: &dyn Reader, cwd: &Path) -> bool {
+    let root = git_root(files, cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let Some(Value::Table(projects)) = user.get("projects") else {
+        return false;
+    };
+    root.to_str()
+        .and_then(|r| projects.get(r))
+        .and_then(|p| p.get("trust_level"))
+        .and_then(Value::as_str)
+        == Some("trusted")
+}
+
+fn git_root(files: &dyn Reader, dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| files.exists(&d.join(".git")))
+        .map(Path::to_path_buf)
+}
+
+/// The value of the first of these options (`-p NAME`, `--profile=NAME`).
+fn option_value(argv: &[String], names: &[&str]) -> Option<String> {
+    let mut args = argv.iter().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            return None;
+        }
+        if names.contains(&arg.as_str()) {
+            return args.next().cloned();
+        }
+        if let Some(value) = names
+            .iter()
+            .find_map(|n| arg.strip_prefix(&format!("{n}=")))
+        {
+            return Some(value.to_owned());
+        }
+    }
+    None
 }
 
 fn server(name: &str, entry: &Value) -> Result<(Transport, bool), String> {
@@ -306,6 +423,68 @@ enabled = false
                 "mcp_servers.b: `command` is not a string"
             ]
         );
+    }
+
+    #[test]
+    fn layers_from_system_to_managed() {
+        let files = Memory::default()
+            .with(
+                "/etc/codex/config.toml",
+                "[mcp_servers.sys]\ncommand = \"sys\"\n[mcp_servers.fs]\ncommand = \"old\"\n",
+            )
+            .with(
+                "/home/a/.codex/config.toml",
+                "[mcp_servers.fs]\ncommand = \"npx\"\nargs = [\"a\"]\n[projects.\"/r\"]\ntrust_level = \"trusted\"\n",
+            )
+            .with("/r/.git/HEAD", "x")
+            .with("/.codex/config.toml", "[mcp_servers.above]\ncommand = \"no\"\n")
+            .with("/r/.codex/config.toml", "[mcp_servers.proj]\ncommand = \"p\"\nargs = [\"root\"]\n")
+            .with("/r/sub/.codex/config.toml", "[mcp_servers.proj]\nargs = [\"sub\"]\n")
+            .with("/home/a/.codex/work.config.toml", "[mcp_servers.prof]\ncommand = \"w\"\n")
+            .with("/etc/codex/managed_config.toml", "[mcp_servers.fs]\nargs = [\"managed\"]\n");
+        let e = env("/home/a", "/r/sub", &[]);
+        let found = discover(
+            &files,
+            &argv(&[
+                "codex",
+                "-p",
+                "work",
+                "-c",
+                "mcp_servers.fs.args=[\"cli\"]",
+                "exec",
+                "x",
+            ]),
+            &e,
+        );
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        let got: Vec<(&str, String, &str)> = found
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.describe(), s.source.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "fs",
+                    "npx managed".to_owned(),
+                    "/etc/codex/managed_config.toml"
+                ),
+                ("prof", "w".to_owned(), "~/.codex/work.config.toml"),
+                ("proj", "p sub".to_owned(), "/r/sub/.codex/config.toml"),
+                ("sys", "sys".to_owned(), "/etc/codex/config.toml"),
+            ]
+        );
+        // An untrusted project's layers are not read.
+        let files = Memory::default()
+            .with("/home/a/.codex/config.toml", "model = \"x\"\n")
+            .with("/r/.git/HEAD", "x")
+            .with(
+                "/r/.codex/config.toml",
+                "[mcp_servers.proj]\ncommand = \"p\"\n",
+            );
+        let found = discover(&files, &argv(&["codex"]), &e);
+        assert!(found.servers.is_empty());
     }
 
     #[test]

@@ -302,6 +302,8 @@ pub trait Reader {
     fn read(&self, path: &Path) -> Result<Option<String>, String>;
     /// The entries of a directory (file names), empty when it does not exist.
     fn list(&self, dir: &Path) -> Vec<String>;
+    /// Whether anything (a file, a directory) is at `path`.
+    fn exists(&self, path: &Path) -> bool;
 }
 
 /// The real file system.
@@ -316,6 +318,10 @@ impl Reader for Files {
             Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
             Err(err) => Err(err.to_string()),
         }
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
     }
 
     fn list(&self, dir: &Path) -> Vec<String> {
@@ -451,6 +457,10 @@ pub(crate) mod test_files {
     impl Reader for Memory {
         fn read(&self, path: &Path) -> Result<Option<String>, String> {
             Ok(self.0.get(path).cloned())
+        }
+
+        fn exists(&self, path: &Path) -> bool {
+            self.0.keys().any(|p| p.starts_with(path))
         }
 
         fn list(&self, dir: &Path) -> Vec<String> {

@@ -30,14 +30,40 @@ pub fn claude_server(server: &str) -> String {
         .collect()
 }
 
-/// Claude Code's (and Codex's flat) name for a tool: `mcp__<server>__<tool>`.
+/// Claude Code's name for a tool: `mcp__<server>__<tool>`, both parts as [`claude_server`]
+/// writes them.
 pub fn claude_name(server: &str, tool: &str) -> String {
-    format!("mcp__{}__{tool}", claude_server(server))
+    format!("mcp__{}__{}", claude_server(server), claude_server(tool))
+}
+
+/// How Codex writes server and tool names: every character outside `[A-Za-z0-9_]` becomes
+/// `_` (the dash too), and an empty name is `_`.
+pub fn codex_part(name: &str) -> String {
+    let part: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if part.is_empty() {
+        "_".to_owned()
+    } else {
+        part
+    }
 }
 
 /// Codex's Responses namespace for a server's tools: `mcp__<server>`.
 pub fn codex_namespace(server: &str) -> String {
-    format!("mcp__{}", claude_server(server))
+    format!("mcp__{}", codex_part(server))
+}
+
+/// Codex's name for a tool where there are no namespaces: `mcp__<server>__<tool>`.
+pub fn codex_name(server: &str, tool: &str) -> String {
+    format!("mcp__{}__{}", codex_part(server), codex_part(tool))
 }
 
 /// Gemini CLI's name for a tool (its `generateValidName` of `<server>_<tool>`): `mcp_`
@@ -78,15 +104,20 @@ pub fn gemini_name(server: &str, tool: &str) -> String {
 pub fn names_tool(server: &str, tool: &str, namespace: Option<&str>, name: &str) -> bool {
     match namespace {
         Some(namespace) => {
-            name == tool && (namespace == codex_namespace(server) || namespace == server)
+            (name == tool || name == codex_part(tool))
+                && (namespace == codex_namespace(server) || namespace == server)
         }
-        None => name == claude_name(server, tool) || name == gemini_name(server, tool),
+        None => {
+            name == claude_name(server, tool)
+                || name == gemini_name(server, tool)
+                || name == codex_name(server, tool)
+        }
     }
 }
 
 /// Whether `written`, a server name as a host wrote it in a tool name, is `server`.
 pub fn server_written_as(server: &str, written: &str) -> bool {
-    server == written || claude_server(server) == written
+    server == written || claude_server(server) == written || codex_part(server) == written
 }
 
 /// What a tool name in an LLM response refers to.
@@ -256,7 +287,15 @@ mod tests {
     fn each_hosts_own_names() {
         assert_eq!(claude_name("my.db", "query"), "mcp__my_db__query");
         assert_eq!(claude_name("fs", "write_file"), "mcp__fs__write_file");
-        assert_eq!(codex_namespace("my server"), "mcp__my_server");
+        assert_eq!(claude_name("a b", "read.file-v2"), "mcp__a_b__read_file-v2");
+        // Codex: the dash goes too.
+        assert_eq!(
+            codex_namespace("my.server-v2@a/b:c"),
+            "mcp__my_server_v2_a_b_c"
+        );
+        assert_eq!(codex_part("read.file-v2"), "read_file_v2");
+        assert_eq!(codex_part("double__under"), "double__under");
+        assert_eq!(codex_part(""), "_");
         assert_eq!(gemini_name("fs", "write_file"), "mcp_fs_write_file");
         assert_eq!(gemini_name("my server", "a/b"), "mcp_my_server_a_b");
         assert_eq!(gemini_name("mcp_fs", "read"), "mcp_fs_read");
@@ -273,6 +312,9 @@ mod tests {
         assert!(names_tool("my.db", "query", None, "mcp__my_db__query"));
         assert!(names_tool("my.db", "query", None, "mcp_my.db_query"));
         assert!(names_tool("my.db", "query", Some("mcp__my_db"), "query"));
+        assert!(names_tool("my-db", "read.x", Some("mcp__my_db"), "read_x"));
+        assert!(names_tool("my-db", "read.x", None, "mcp__my_db__read_x"));
+        assert!(names_tool("my-db", "read.x", None, "mcp__my-db__read_x"));
         assert!(!names_tool("my.db", "query", Some("mcp__other"), "query"));
         assert!(!names_tool("fs", "read", None, "mcp__fs__read_file"));
         assert!(server_written_as("my.db", "my_db") && !server_written_as("my.db", "my"));

@@ -115,6 +115,12 @@ fn call_kind(item: &Map<String, Value>) -> Option<CallKind> {
         "shell_call" => Some(CallKind::BuiltIn("shell")),
         "apply_patch_call" => Some(CallKind::BuiltIn("apply_patch")),
         "computer_call" => Some(CallKind::BuiltIn("computer_use_preview")),
+        // Codex's search for deferred tools runs in the agent (`execution: client`); hosted
+        // tool search runs at OpenAI.
+        "tool_search_call" => match item.get("execution").and_then(Value::as_str) {
+            Some("server") => None,
+            _ => Some(CallKind::BuiltIn("tool_search")),
+        },
         // Run by OpenAI before the agent sees them.
         "web_search_call"
         | "file_search_call"
@@ -2411,6 +2417,24 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
             .unwrap()
             .expect("rewritten");
         serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn codex_s_client_tool_search_is_a_call_of_the_agent() {
+        let body = r#"{"id":"resp_1","object":"response","status":"completed","output":[{"type":"tool_search_call","id":"ts_1","call_id":"call_ts1","status":"completed","execution":"client","arguments":{"query":"fs write_file","limit":8}}]}"#;
+        let mut judge = TestJudge::allowing();
+        assert_eq!(rewrite_body(body.as_bytes(), &mut judge), Ok(None));
+        assert_eq!(judge.seen.len(), 1);
+        assert_eq!(judge.seen[0].name, "tool_search");
+        let Arguments::Object(arguments) = &judge.seen[0].arguments else {
+            panic!("{:?}", judge.seen[0])
+        };
+        assert_eq!(arguments["arguments"]["query"], "fs write_file");
+        // Run by OpenAI: not the agent's to judge.
+        let hosted = body.replace(r#""execution":"client""#, r#""execution":"server""#);
+        let mut judge = TestJudge::allowing();
+        assert_eq!(rewrite_body(hosted.as_bytes(), &mut judge), Ok(None));
+        assert!(judge.seen.is_empty());
     }
 
     #[test]
