@@ -32,6 +32,7 @@ const STANDARD: &[&str] = &[
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
     "GIT_SSL_CAINFO",
+    "CODEX_CA_CERTIFICATE",
 ];
 
 /// Names that are credentials whatever their suffix.

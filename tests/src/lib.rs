@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod agents;
 pub mod daemon;
 pub mod kernel;
 pub mod llm;

@@ -544,6 +544,12 @@ impl Stream {
         }
     }
 
+    /// Whether the client has the end of the message (`message_stop` went out): a client may
+    /// stop reading there.
+    pub fn delivered_end(&self) -> bool {
+        matches!(self.phase, Phase::Closed | Phase::Ended { broken: false })
+    }
+
     /// Upstream ended (cleanly or not): appends the rest; the client's stream ends well formed.
     pub fn finish(&mut self, judge: &mut dyn Judge, out: &mut Vec<u8>) {
         if matches!(self.phase, Phase::Ended { .. }) {

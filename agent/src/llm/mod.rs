@@ -137,6 +137,16 @@ impl Stream {
             Self::OpenAiResponses(s) => s.is_broken(),
         }
     }
+
+    /// Whether the client was given the stream's end (its terminal event), after which a
+    /// client may stop reading without having gone away early.
+    pub fn delivered_end(&self) -> bool {
+        match self {
+            Self::Anthropic(s) => s.delivered_end(),
+            Self::OpenAiChat(s) => s.delivered_end(),
+            Self::OpenAiResponses(s) => s.delivered_end(),
+        }
+    }
 }
 
 /// One tool call the model asked for.
@@ -299,7 +309,11 @@ mod tests {
         let text = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         let mut stream = Stream::new(Dialect::AnthropicMessages, Limits::default());
         let mut out = Vec::new();
-        stream.push(text, &mut judge, &mut out);
+        let (head, tail) = text.split_at(text.len() - 40);
+        stream.push(head, &mut judge, &mut out);
+        assert!(!stream.delivered_end(), "message_stop has not gone out");
+        stream.push(tail, &mut judge, &mut out);
+        assert!(stream.delivered_end(), "a client may stop reading here");
         stream.finish(&mut judge, &mut out);
         assert_eq!(out, text);
         assert!(!stream.is_broken());

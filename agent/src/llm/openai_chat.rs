@@ -474,6 +474,11 @@ impl Stream {
         }
     }
 
+    /// Whether the client has the end of the stream (`data: [DONE]` went out).
+    pub fn delivered_end(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
     /// Upstream ended (cleanly or not): appends the rest; the client's stream ends well formed.
     pub fn finish(&mut self, judge: &mut dyn Judge, out: &mut Vec<u8>) {
         if self.phase != Phase::Streaming {

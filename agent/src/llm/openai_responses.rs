@@ -789,6 +789,12 @@ impl Stream {
         self.broken
     }
 
+    /// Whether the client has the end of the response (its terminal event went out): a
+    /// client may stop reading there.
+    pub fn delivered_end(&self) -> bool {
+        self.ended && !self.broken
+    }
+
     fn handle(&mut self, events: &mut Vec<sse::Event>, judge: &mut dyn Judge, out: &mut Vec<u8>) {
         for event in events.drain(..) {
             if self.broken {

@@ -144,6 +144,14 @@ impl Drop for Intercepted {
         if !self.done {
             self.record.calls = self.judge.calls;
             self.record.blocked = self.judge.blocked;
+            // Clients (Codex) stop reading at the terminal event: that is the end, not a
+            // client gone away.
+            if self.stream.delivered_end() {
+                self.record.finish(
+                    "completed (the client stopped reading at the last event)",
+                    false,
+                );
+            }
         }
     }
 }
@@ -188,6 +196,10 @@ impl Body for Observed {
                     this.record.response_bytes += data.len() as u64;
                     this.record.capture.response(data);
                 }
+                // A body of known length ends with its last byte: hyper does not ask again.
+                if this.upstream.is_end_stream() {
+                    this.end("completed", false);
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Some(Err(err)) => {
@@ -203,10 +215,20 @@ impl Body for Observed {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done
+        self.done || self.upstream.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
         self.upstream.size_hint()
+    }
+}
+
+impl Drop for Observed {
+    /// An empty body (a 404, a HEAD) is over before anyone polls it: it completed, the
+    /// client did not go away.
+    fn drop(&mut self) {
+        if !self.done && self.upstream.is_end_stream() {
+            self.end("completed", false);
+        }
     }
 }

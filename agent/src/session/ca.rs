@@ -29,12 +29,14 @@ use time::OffsetDateTime;
 /// The variables that point the agent's TLS stacks (OpenSSL and Python's ssl, Node, requests,
 /// curl, git) at the bundle. `SSL_CERT_FILE` and the like replace the system store, which is
 /// why the bundle carries the system roots too.
-pub const TRUST_VARIABLES: [&str; 5] = [
+pub const TRUST_VARIABLES: [&str; 6] = [
     "SSL_CERT_FILE",
     "NODE_EXTRA_CA_CERTS",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
     "GIT_SSL_CAINFO",
+    // Codex CLI trusts this one alone when it is set.
+    "CODEX_CA_CERTIFICATE",
 ];
 
 /// Leaves kept per session: more names than an agent talks to; past it the oldest goes.

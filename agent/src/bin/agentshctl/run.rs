@@ -55,6 +55,13 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+/// A line of the child's go message that is an argument for the agent, put after its program.
+const ARG_PREFIX: &str = "arg:";
+
+fn program_name(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
 const FORWARDED: &[Signal] = &[
     Signal::SIGINT,
     Signal::SIGTERM,
@@ -202,6 +209,15 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             ("OPENAI_BASE_URL", &proxy.openai_base_url),
         ] {
             message.push_str(&format!("{name}={value}\n"));
+        }
+        // Codex reads no base-URL variable, only its own setting: given on its command line,
+        // where it overrides every configuration layer but the administrator's.
+        if host == Some(Host::Codex) && program_name(&agent_argv[0]) == "codex" {
+            let setting = format!("openai_base_url={:?}", proxy.openai_base_url);
+            eprintln!(
+                "agentshctl: Codex CLI reads no OPENAI_BASE_URL: it runs with -c {setting} to reach agentshd's LLM proxy"
+            );
+            message.push_str(&format!("{ARG_PREFIX}-c\n{ARG_PREFIX}{setting}\n"));
         }
     }
     if let (false, Some(bundle)) = (explicit, &created.trust_bundle) {
@@ -435,9 +451,20 @@ fn child_main(
     let session = lines.next().unwrap_or_default().to_owned();
     let socket = lines.next().unwrap_or_default().to_owned();
     let launcher_dir = lines.next().filter(|l| !l.is_empty()).map(str::to_owned);
-    let environment: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once('='))
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    let mut extra_args: Vec<CString> = Vec::new();
+    let mut environment: Vec<(String, String)> = Vec::new();
+    for line in lines {
+        if let Some(arg) = line.strip_prefix(ARG_PREFIX) {
+            extra_args.extend(CString::new(arg).ok());
+        } else if let Some((name, value)) = line.split_once('=') {
+            environment.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    let argv: Vec<CString> = argv[..1]
+        .iter()
+        .cloned()
+        .chain(extra_args)
+        .chain(argv[1..].iter().cloned())
         .collect();
 
     // SAFETY (all set_var calls): the child is single-threaded.
@@ -465,7 +492,7 @@ fn child_main(
         unsafe { libc::_exit(126) };
     }
     let _ = signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(signals), None);
-    let err = nix::unistd::execvp(&argv[0], argv).unwrap_err();
+    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
     eprintln!(
         "agentshctl: cannot run {}: {err}",
         argv[0].to_string_lossy()
