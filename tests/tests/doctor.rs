@@ -12,8 +12,8 @@ use agentsh_tests::{Output, bin, run_bounded};
 use serde_json::Value;
 
 const POLICY: &str = "sandbox:\n  mcp:\n    rules:\n      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: \"read-only\"}\n";
-const CHECKS: [&str; 9] = [
-    "kernel", "cgroup", "bpf", "bpffs", "links", "daemon", "trust", "config", "policy",
+const CHECKS: [&str; 10] = [
+    "kernel", "cgroup", "bpf", "bpffs", "links", "daemon", "trust", "config", "policy", "servers",
 ];
 
 /// `agentshctl --socket SOCKET doctor ARGS...`
@@ -143,6 +143,71 @@ fn a_running_daemon_with_kernel_hooks_passes_every_check() {
         "{}",
         r["bpf"]
     );
+}
+
+#[test]
+fn a_policy_naming_a_server_nothing_has_is_a_warning_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // The user's Claude Code names the filesystem server `fs`.
+    std::fs::write(
+        home.join(".claude.json"),
+        r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}"#,
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "sandbox:\n  mcp:\n    rules:\n      - {id: fs-ro, match: {server: fs, tool_name: write_file}, decision: block}\n      - {id: ghost-ro, match: {server: filesystem, tool_name: write_file}, decision: block}\n",
+    )
+    .unwrap();
+    let config = dir.path().join("agentsh.yaml");
+    std::fs::write(
+        &config,
+        "state_dir: state\nsocket: agentsh.sock\npolicy: policy.yaml\nkernel:\n  enforcement: off\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(bin("agentshctl"));
+    cmd.arg("--socket")
+        .arg(dir.path().join("agentsh.sock"))
+        .args(["doctor", "--json", "--config"])
+        .arg(&config)
+        .env("HOME", &home)
+        .env_remove("SUDO_UID");
+    let out = run_bounded(cmd, b"", Duration::from_secs(60));
+    let r = report(&out);
+    assert_eq!(status(&r, "servers"), "warn", "{}", r["servers"]);
+    let servers = detail(&r, "servers");
+    // The second rule names the package-derived id, which the user's configuration does not.
+    assert!(
+        servers.contains(&format!("{}:5:", policy.display()))
+            && servers.contains("`rules[ghost-ro].match.server` names server `filesystem`"),
+        "{servers}"
+    );
+    assert!(!servers.contains("`fs`"), "{servers}");
+    assert!(
+        r["servers"]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("mcp__NAME__tool")
+    );
+
+    // `policy check` says the same, as a warning: the policy is valid.
+    let mut cmd = Command::new(bin("agentshctl"));
+    cmd.args(["policy", "check"])
+        .arg(&policy)
+        .env("HOME", &home);
+    let out = run_bounded(cmd, b"", Duration::from_secs(60));
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("{}:5:", policy.display()))
+            && out.stderr.contains("warning:")
+            && out.stderr.contains("names server `filesystem`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("server `fs`"), "{}", out.stderr);
 }
 
 #[test]

@@ -557,3 +557,81 @@ sandbox:
         }
     }
 }
+
+mod unseen {
+    use super::*;
+
+    const POLICY: &str = "sandbox:\n  mcp:\n    rules:\n      - {id: fs-ro, match: {server: fs, tool_name: write_file}, decision: block}\n      - {id: ghost, match: {server: ghost, tool_name: write_file}, decision: block}\n      - {id: all, match: {tool_name: rm}, decision: block}\n";
+
+    #[test]
+    fn names_no_server_has_are_reported_at_a_session_s_end() {
+        let (engine, events) = engine_with(POLICY, None);
+        let rules = engine.rules();
+        let names = |refs: Vec<crate::config::ServerReference>| -> Vec<String> {
+            refs.into_iter()
+                .map(|r| r.glob.as_str().to_owned())
+                .collect()
+        };
+        // Before any server ran: both; with the agent's configured `fs`: the ghost only.
+        assert_eq!(
+            names(engine.unseen_server_references(&rules, &[])),
+            ["fs", "ghost"]
+        );
+        assert_eq!(
+            names(engine.unseen_server_references(&rules, &["fs".to_owned()])),
+            ["ghost"]
+        );
+        let s = engine.session(Some("s1"));
+        engine.server_setup(&s, "fs", &crate::registry::ServerOrigin::default(), false);
+        engine.report_unseen_servers(&s);
+        let unseen = kinds(&events, EventKind::PolicyServerUnseen);
+        assert_eq!(unseen.len(), 1, "{unseen:#?}");
+        assert_eq!(unseen[0].details["server"], "ghost");
+        assert_eq!(unseen[0].details["line"], 5);
+        assert!(
+            unseen[0].reason.starts_with("test.yaml:5:"),
+            "{}",
+            unseen[0].reason
+        );
+        // Another session that runs nothing: `fs` was seen by the first.
+        let other = engine.session(Some("s2"));
+        engine.report_unseen_servers(&other);
+        assert_eq!(kinds(&events, EventKind::PolicyServerUnseen).len(), 2);
+    }
+
+    #[test]
+    fn a_server_s_start_records_its_package_and_configuration() {
+        let (engine, events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s1"));
+        let origin = crate::registry::ServerOrigin {
+            package: Some("@modelcontextprotocol/server-filesystem".into()),
+            host: Some("codex".into()),
+            config_source: Some("~/.codex/config.toml".into()),
+            also_named: vec!["files".into()],
+            command: vec!["npx".into()],
+        };
+        engine.server_setup(&s, "fs", &origin, false);
+        // A restarted daemon told again: no second start.
+        engine.server_setup(&s, "fs", &origin, true);
+        let started = kinds(&events, EventKind::McpServerStarted);
+        assert_eq!(started.len(), 1);
+        assert_eq!(
+            started[0].action,
+            Action::Alert,
+            "ambiguous names are flagged"
+        );
+        assert!(
+            started[0].reason.contains("also configured as files"),
+            "{}",
+            started[0].reason
+        );
+        assert_eq!(
+            started[0].details["package"],
+            "@modelcontextprotocol/server-filesystem"
+        );
+        assert_eq!(
+            s.registry().server("fs").unwrap().origin.package.as_deref(),
+            Some("@modelcontextprotocol/server-filesystem")
+        );
+    }
+}

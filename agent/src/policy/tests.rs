@@ -300,3 +300,91 @@ sandbox:
         json!({"mode": 755.0, "path": "/home/u/etc/x", "url": "https://example.com/169.254.169.254"})
     ));
 }
+
+#[test]
+fn package_rules_match_what_a_server_runs_from_whatever_its_name() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    rules:
+      - {id: fs-ro, match: {package: "@modelcontextprotocol/server-filesystem", tool_name: write_file}, decision: block, reason: "read-only"}
+      - {id: mcp-images, match: {package: "mcp/*", tool_name: "*"}, decision: audit}
+"#,
+    );
+    let args = json!({"path": "/tmp/x"});
+    let with = |server, package, tool| {
+        decide_call(
+            p.mcp(),
+            &CallRequest {
+                package,
+                ..call(server, tool, &args, ToolStatus::Unlisted)
+            },
+        )
+    };
+    // Named anything by the user's configuration: the package decides.
+    let v = with(
+        "notes",
+        Some("@modelcontextprotocol/server-filesystem"),
+        "write_file",
+    );
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Decision::Block, "rules/fs-ro")
+    );
+    assert_eq!(
+        with(
+            "notes",
+            Some("@modelcontextprotocol/server-filesystem"),
+            "read_file"
+        )
+        .decision,
+        Decision::Allow
+    );
+    assert_eq!(
+        with("fetch", Some("mcp/fetch"), "fetch").decision,
+        Decision::Audit
+    );
+    // Another package, or none known: the rule does not apply.
+    assert_eq!(
+        with("notes", Some("@acme/notes-mcp-server"), "write_file").decision,
+        Decision::Allow
+    );
+    assert_eq!(with("notes", None, "write_file").decision, Decision::Allow);
+}
+
+#[test]
+fn every_place_a_policy_names_servers_is_a_reference_with_its_line() {
+    let p = policy(
+        "sandbox:\n  mcp:\n    denied_servers: [evil, \"*\"]\n    tool_policy: denylist\n    denied_tools:\n      - {server: \"gh*\", tool: delete_repo}\n    rules:\n      - {id: r1, match: {server: fs, tool_name: x}, decision: block}\n      - {id: any, match: {tool_name: y}, decision: block}\n    rate_limits:\n      per_server: {memory: {rpm: 5}}\n",
+    );
+    let refs: Vec<(String, String, usize)> = p
+        .mcp()
+        .server_references()
+        .into_iter()
+        .map(|r| {
+            (
+                r.context,
+                r.glob.as_str().to_owned(),
+                r.at.map_or(0, |a| a.line),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            ("rules[r1].match.server".to_owned(), "fs".to_owned(), 8),
+            ("denied_servers".to_owned(), "evil".to_owned(), 3),
+            (
+                "denied_tools[delete_repo].server".to_owned(),
+                "gh*".to_owned(),
+                6
+            ),
+            (
+                "rate_limits.per_server.memory".to_owned(),
+                "memory".to_owned(),
+                11
+            ),
+        ]
+    );
+}
