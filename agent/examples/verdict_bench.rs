@@ -52,6 +52,43 @@ fn main() {
     let in_process = in_process_with(policy.clone());
     let in_process_burst = in_process_with(shipped);
 
+    // A model's call as the LLM proxy sees it, named the way each host names MCP tools: the
+    // name is resolved to (server, tool) against every tool of the session (here 5 servers of
+    // 100 tools, the called one last), then decided as the tools/call.
+    let intercepted = |name: &str, namespace: Option<&str>| {
+        let engine = Engine::new(
+            Rules::compile(policy.clone()).expect("rules"),
+            None,
+            Arc::new(NullSink),
+        );
+        let session = engine.session(Some("bench"));
+        for server in ["github", "memory", "browser", "db", "my.fs"] {
+            engine.tools_listed(&session, server, &tools);
+        }
+        let patterns = agentsh::llm::host_names::default_tool_names();
+        let call = agentsh::llm::ToolCall {
+            id: "toolu_1".into(),
+            name: name.to_owned(),
+            namespace: namespace.map(str::to_owned),
+            arguments: agentsh::llm::Arguments::Object(arguments.cloned().unwrap_or_default()),
+        };
+        measure(|_| {
+            std::hint::black_box(engine.intercepted_call(
+                &session,
+                &agentsh::engine::Intercepted {
+                    dialect: agentsh::llm::Dialect::AnthropicMessages,
+                    request_id: "r",
+                    call: &call,
+                    patterns: &patterns,
+                },
+            ));
+        })
+    };
+    let claude = intercepted("mcp__my_fs__tool_99", None);
+    let gemini = intercepted("mcp_my.fs_tool_99", None);
+    let codex = intercepted("tool_99", Some("mcp__my_fs"));
+    let native = intercepted("Bash", None);
+
     // Over the control socket, to a daemon with its event log (events journaled and committed).
     let log = Arc::new(EventLog::open(dir.path()).expect("event log"));
     let daemon_engine = Arc::new(Engine::new(
@@ -113,6 +150,11 @@ fn main() {
     println!("verdict for one tools/call, 100 tools registered, {N} calls each:");
     report("in-process engine decision", in_process);
     report("in-process, burst alert on every call", in_process_burst);
+    println!("a model's call, resolved among 500 tools of 5 servers, then decided:");
+    report("Claude Code's mcp__my_fs__tool_99", claude);
+    report("Gemini CLI's mcp_my.fs_tool_99", gemini);
+    report("Codex's namespace mcp__my_fs + tool_99", codex);
+    report("a native tool (Bash): every name tried", native);
     report("control socket round trip (agentshd)", round_trip);
     report("bare Unix socket round trip (floor)", bare);
 }

@@ -252,9 +252,10 @@ impl Ran {
             );
             assert_eq!(event["details"]["host"], host, "{event}");
         }
-        // Every exchange with the provider is recorded as it ended (Claude Code's settings
-        // requests, answered whole, among them). Codex's WebSocket attempt, refused, is the
-        // one it leaves unread (the next issue's).
+        // Every exchange with the provider is recorded as it ended: Claude Code's settings
+        // requests, answered whole, completed; Codex, which stops reading at a stream's last
+        // event, after it was sent. Codex's WebSocket attempt, refused, is the one it leaves
+        // unread (the next issue's).
         for step in [&self.write, &self.read] {
             let websocket = |e: &Value| {
                 e["details"]["method"] == "GET"
@@ -267,7 +268,7 @@ impl Ran {
                     !event["reason"]
                         .as_str()
                         .unwrap_or_default()
-                        .contains("went away"),
+                        .contains("before the response ended"),
                     "{event:#}\n{}",
                     self.context(step)
                 );

@@ -270,6 +270,7 @@ mod tests {
       "trust": false,
     },
     "search": {"httpUrl": "https://search.example.com/mcp"},
+    "team.docs v2": {"command": "uvx", "args": ["mcp-server-docs"]},
     "old": {"command": "uvx", "args": ["mcp-server-time"]}
   },
   "mcp": {"excluded": ["old"]}
@@ -316,6 +317,7 @@ mod tests {
             [
                 ("fs", "node fs.js".to_owned(), true),
                 ("search", "https://search.example.com/mcp".to_owned(), true),
+                ("team.docs v2", "uvx mcp-server-docs".to_owned(), true),
                 ("old", "uvx mcp-server-time".to_owned(), false),
                 ("audit", "http://127.0.0.1:9/sse".to_owned(), true),
                 (
@@ -326,7 +328,7 @@ mod tests {
             ]
         );
         assert_eq!(found.servers[0].source, "~/proj/.gemini/settings.json");
-        assert!(found.servers[4].source.starts_with("extension gh"));
+        assert!(found.servers[5].source.starts_with("extension gh"));
     }
 
     #[test]

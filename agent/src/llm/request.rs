@@ -166,5 +166,25 @@ mod tests {
             r#"{"input":[{"type":"function_call_output","call_id":"c","output":"ok"}]}"#
         ));
         assert!(!turn(r, r#"{"model":"m"}"#));
+        // Codex: its namespaced MCP call and its output come back in the next request, after
+        // a client-side tool search.
+        let codex = r#"{"model":"gpt-5.5","stream":true,"input":[
+            {"type":"message","role":"user","content":[{"type":"input_text","text":"WRITE_IT"}]},
+            {"type":"tool_search_call","call_id":"ts1","execution":"client","arguments":{"query":"fs"}},
+            {"type":"tool_search_output","call_id":"ts1","execution":"client","tools":[{"type":"namespace","name":"mcp__fs","tools":[]}]},
+            {"type":"function_call","name":"write_file","namespace":"mcp__fs","arguments":"{}","call_id":"c1"},
+            {"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"ok"}]}]}"#;
+        let codex_facts = facts(r, codex.as_bytes()).unwrap();
+        assert!(!codex_facts.new_turn);
+        assert!(codex_facts.stream);
+        assert_eq!(codex_facts.model.as_deref(), Some("gpt-5.5"));
+        let searched = codex.replace(
+            r#",
+            {"type":"function_call","name":"write_file","namespace":"mcp__fs","arguments":"{}","call_id":"c1"},
+            {"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"ok"}]}"#,
+            "",
+        );
+        assert_ne!(searched, codex);
+        assert!(!turn(r, &searched), "a tool search's output is no new turn");
     }
 }

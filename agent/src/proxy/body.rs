@@ -144,11 +144,11 @@ impl Drop for Intercepted {
         if !self.done {
             self.record.calls = self.judge.calls;
             self.record.blocked = self.judge.blocked;
-            // Clients (Codex) stop reading at the terminal event: that is the end, not a
-            // client gone away.
+            // Clients (Codex) stop reading at the terminal event. Whether this one read it is
+            // not known here, only that it was sent.
             if self.stream.delivered_end() {
                 self.record.finish(
-                    "completed (the client stopped reading at the last event)",
+                    "the client went away after the stream's last event was sent to it",
                     false,
                 );
             }
