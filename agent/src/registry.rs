@@ -66,7 +66,11 @@ pub struct ServerOrigin {
 /// One server of the session.
 #[derive(Debug, Clone, Default)]
 pub struct Server {
+    /// The origin of its first start in the session.
     pub origin: ServerOrigin,
+    /// Every package it was started from in the session: a later start that says otherwise
+    /// adds to them, it does not replace them.
+    pub packages: std::collections::BTreeSet<String>,
     /// `Some` when every call to the server is refused (a look-alike name under `block`).
     pub withheld: Option<(String, String)>,
     pub tools: HashMap<String, Entry>,
@@ -127,17 +131,6 @@ impl Registry {
                 })
             })
             .map(|(name, _)| name.as_str())
-    }
-
-    /// The one server that listed a tool named `tool`; `None` when none did or several did.
-    pub fn only_server_with(&self, tool: &str) -> Option<&str> {
-        let mut owners = self
-            .servers
-            .iter()
-            .filter(|(_, s)| s.tools.contains_key(tool))
-            .map(|(name, _)| name.as_str());
-        let owner = owners.next()?;
-        owners.next().is_none().then_some(owner)
     }
 
     /// The entry a call of `tool` refers to. A name that is not listed but folds (case, NFKC,

@@ -3,6 +3,7 @@
 //! carries the options that add servers (`--mcp-config`, `-c`), and its working directory is
 //! where it reads project configuration.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use agentsh::hosts::Host;
@@ -15,6 +16,9 @@ pub struct Agent {
     pub argv: Vec<String>,
     /// Unreadable when the agent made itself undumpable; then ours is the best guess.
     pub cwd: Option<PathBuf>,
+    /// Its environment (where `CODEX_HOME` and the like are, which it may not have passed
+    /// on to the server), when readable.
+    pub env: Option<HashMap<String, String>>,
 }
 
 pub fn find() -> Option<Agent> {
@@ -33,11 +37,26 @@ pub fn find() -> Option<Agent> {
                 host,
                 argv,
                 cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
+                env: environ(pid),
             });
         }
         pid = parent_of(pid)?;
     }
     None
+}
+
+fn environ(pid: u32) -> Option<HashMap<String, String>> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(
+        bytes
+            .split(|b| *b == 0)
+            .filter_map(|pair| {
+                let text = std::str::from_utf8(pair).ok()?;
+                let (k, v) = text.split_once('=')?;
+                Some((k.to_owned(), v.to_owned()))
+            })
+            .collect(),
+    )
 }
 
 fn cmdline(pid: u32) -> Option<Vec<String>> {
@@ -68,5 +87,6 @@ mod tests {
         let me = std::process::id();
         assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
         assert!(cmdline(me).is_some_and(|argv| !argv.is_empty()));
+        assert!(environ(me).is_some_and(|env| env.contains_key("PATH")));
     }
 }

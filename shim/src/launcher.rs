@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use agentsh::config::{CustomServer, Location, NameGlob};
 use agentsh::hosts::{self, Environment};
-use agentsh::launch::{self, BUILT_IN_LAUNCHERS, configured::Invocation};
+use agentsh::launch::{self, BUILT_IN_LAUNCHERS, LaunchAs, configured::Invocation};
 
 use crate::agent_process;
 use crate::session_dir::{self, Found};
@@ -45,10 +45,21 @@ pub fn run(name: &str, args: Vec<OsString>, found: Option<Found>) -> ! {
         .map(|a| a.host)
         .or_else(|| found.as_ref().and_then(|f| f.manifest.host));
     let own_cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let configured = Environment::current()
+    // The agent's configuration as the agent reads it: its command line, directory and
+    // environment (the server's may lack CODEX_HOME and the like); then what agentshctl run
+    // read at the start, for what the agent's process no longer shows.
+    let mut configured = Environment::current()
         .map(|mut env| {
-            if let Some(cwd) = agent.as_ref().and_then(|a| a.cwd.clone()) {
-                env.cwd = cwd;
+            if let Some(agent) = &agent {
+                if let Some(cwd) = &agent.cwd {
+                    env.cwd.clone_from(cwd);
+                }
+                if let Some(vars) = &agent.env {
+                    env.vars.clone_from(vars);
+                    if let Some(home) = vars.get("HOME") {
+                        env.home = PathBuf::from(home);
+                    }
+                }
             }
             let argv = agent.as_ref().map(|a| a.argv.as_slice()).unwrap_or(&[]);
             match host {
@@ -57,6 +68,16 @@ pub fn run(name: &str, args: Vec<OsString>, found: Option<Found>) -> ! {
             }
         })
         .unwrap_or_default();
+    if let Some(found) = &found {
+        for server in &found.manifest.configured {
+            if !configured
+                .iter()
+                .any(|s| s.host == server.host && s.name == server.name)
+            {
+                configured.push(server.clone());
+            }
+        }
+    }
     let env = |name: &str| std::env::var(name).ok();
     let invocation = Invocation {
         program: name,
@@ -66,14 +87,18 @@ pub fn run(name: &str, args: Vec<OsString>, found: Option<Found>) -> ! {
         host,
     };
     let err = match launch::guard(&invocation, &configured, &custom) {
-        Some(guarded) => match std::env::current_exe() {
+        LaunchAs::Server(guarded) => match std::env::current_exe() {
             Ok(shim) => {
                 let mut command = std::process::Command::new(shim);
                 command
                     .arg0("agentsh-shim")
                     .arg("--server-id")
                     .arg(&guarded.server_id);
-                if let Some(found) = &found {
+                // The socket the agent was given wins; the manifest's is for agents that
+                // dropped it.
+                if std::env::var_os("AGENTSH_SOCKET").is_none()
+                    && let Some(found) = &found
+                {
                     command.arg("--socket").arg(&found.manifest.socket);
                 }
                 if let Some(package) = &guarded.package {
@@ -93,7 +118,22 @@ pub fn run(name: &str, args: Vec<OsString>, found: Option<Found>) -> ! {
             }
             Err(err) => err,
         },
-        None => std::process::Command::new(&real)
+        LaunchAs::Ambiguous { host, names } => {
+            let message = format!(
+                "agentsh: {} configures this command line as {}, and nothing tells which entry this is: the server is not started (give each entry its own arguments, or remove one): {} {}",
+                host.title(),
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                name,
+                text.join(" ")
+            );
+            crate::relay::refuse_all(&message);
+            std::process::exit(78);
+        }
+        LaunchAs::Program => std::process::Command::new(&real)
             .arg0(name)
             .args(&args)
             .exec(),

@@ -153,7 +153,9 @@ impl Project {
                 }
             }
             Agent::Codex => {
-                let codex_home = home.join(".codex");
+                // Not ~/.codex: Codex starts servers without CODEX_HOME, and agentsh must still
+                // read the configuration Codex read.
+                let codex_home = home.join("codex-home");
                 std::fs::create_dir_all(&codex_home).unwrap();
                 let base = base_url
                     .map_or_else(String::new, |u| format!("openai_base_url = \"{u}/v1\"\n"));

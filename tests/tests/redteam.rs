@@ -35,7 +35,7 @@ fn agentshield_redteam_cases_hold() {
             policy.mcp(),
             &CallRequest {
                 server: "agentshield",
-                package: None,
+                packages: &[],
                 tool,
                 arguments: Some(arguments),
                 status: ToolStatus::Unlisted,

@@ -156,15 +156,19 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether the rule applies to this (server, tool), before looking at arguments. A rule
-    /// with `match.package` applies only to a server whose package is known and matches.
-    pub fn matches_tool(&self, server: &str, package: Option<&str>, tool: &str) -> bool {
-        self.server.matches(server)
-            && self
-                .package
-                .as_ref()
-                .is_none_or(|glob| package.is_some_and(|p| glob.matches(p)))
-            && self.tool.matches(tool)
+    /// Whether the rule applies to this (server, tool), before looking at arguments.
+    /// `packages` are what the server has been seen running from in the session (more than
+    /// one when starts disagree): a block rule with `match.package` applies when any matches,
+    /// another rule only when all do; none known matches no `match.package`.
+    pub fn matches_tool(&self, server: &str, packages: &[String], tool: &str) -> bool {
+        let package_ok = match &self.package {
+            None => true,
+            Some(glob) if self.decision == Decision::Block => {
+                packages.iter().any(|p| glob.matches(p))
+            }
+            Some(glob) => !packages.is_empty() && packages.iter().all(|p| glob.matches(p)),
+        };
+        self.server.matches(server) && package_ok && self.tool.matches(tool)
     }
 }
 

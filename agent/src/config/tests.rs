@@ -619,12 +619,12 @@ fn full_schema_example() {
     assert!(m.blocked_tools[1].matches("run_shell"));
 
     assert_eq!(m.rules.len(), 3);
-    assert!(m.rules[0].matches_tool("fs", None, "read_file"));
-    assert!(!m.rules[0].matches_tool("fs", None, "read_files"));
-    assert!(m.rules[1].matches_tool("git-x", None, "git_push"));
-    assert!(!m.rules[1].matches_tool("git-x", None, "git_push_all"));
-    assert!(!m.rules[1].matches_tool("gh", None, "git_push"));
-    assert!(m.rules[2].matches_tool("s", None, "a_b") && m.rules[2].matches_tool("s", None, "b"));
+    assert!(m.rules[0].matches_tool("fs", &[], "read_file"));
+    assert!(!m.rules[0].matches_tool("fs", &[], "read_files"));
+    assert!(m.rules[1].matches_tool("git-x", &[], "git_push"));
+    assert!(!m.rules[1].matches_tool("git-x", &[], "git_push_all"));
+    assert!(!m.rules[1].matches_tool("gh", &[], "git_push"));
+    assert!(m.rules[2].matches_tool("s", &[], "a_b") && m.rules[2].matches_tool("s", &[], "b"));
     assert!(
         m.rules[0].arguments[1]
             .pattern
@@ -783,7 +783,7 @@ fn decide(p: &Policy, tool: &str, value: &str) -> Decision {
     p.mcp()
         .rules
         .iter()
-        .filter(|r| r.matches_tool("any", None, tool))
+        .filter(|r| r.matches_tool("any", &[], tool))
         .filter(|r| {
             r.arguments.iter().all(|a| match a.selector {
                 ArgSelector::AnyString => a.pattern.matches(value),

@@ -29,8 +29,8 @@ pub(super) struct Known {
     registry_hold: Option<(String, String)>,
     /// A changed definition waiting for trust (decides at the version pin step).
     pin_hold: Option<(String, String)>,
-    /// What the server runs from, as its interception point said.
-    pub package: Option<String>,
+    /// What the server runs from, as its starts said.
+    pub packages: Vec<String>,
 }
 
 /// Whether the call is about to execute or is only intended.
@@ -112,7 +112,7 @@ impl Engine {
                     policy,
                     &CallRequest {
                         server,
-                        package: known.package.as_deref(),
+                        packages: &known.packages,
                         tool,
                         arguments,
                         status,
@@ -130,14 +130,16 @@ impl Engine {
         let registry = read(&session.registry);
         let entry_of_server = registry.server(server);
         let server_hold = entry_of_server.and_then(|s| s.withheld.clone());
-        let package = entry_of_server.and_then(|s| s.origin.package.clone());
+        let packages: Vec<String> = entry_of_server
+            .map(|s| s.packages.iter().cloned().collect())
+            .unwrap_or_default();
         let Some(entry) = registry.lookup(server, tool) else {
             return Known {
                 hash: None,
                 categories: categorize(tool, None),
                 registry_hold: server_hold,
                 pin_hold: None,
-                package,
+                packages,
             };
         };
         let (registry_hold, pin_hold) = match &entry.state {
@@ -158,7 +160,7 @@ impl Engine {
             categories: entry.categories,
             registry_hold: server_hold.or(registry_hold),
             pin_hold,
-            package,
+            packages,
         }
     }
 

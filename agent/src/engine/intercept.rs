@@ -48,47 +48,76 @@ pub enum Target {
 }
 
 impl Engine {
-    /// Decides a tool call a model asked for, and records it as intercepted.
+    /// Decides a tool call a model asked for, and records it as intercepted. A name that more
+    /// than one of the session's tools could be (hosts rewrite names, and tool names are the
+    /// servers' to choose) is decided as each of them, and the most restrictive verdict holds.
     pub fn intercepted_call(&self, session: &Session, intercepted: &Intercepted) -> CallVerdict {
         let call = intercepted.call;
         let arguments = match &call.arguments {
             Arguments::Object(map) => Ok(map),
             Arguments::Unreadable(why) => Err(why.as_str()),
         };
-        let target = self.resolve(session, call, intercepted.patterns);
-        let (server, tool) = match &target {
-            Target::Mcp { server, tool, .. } => (server.clone(), tool.as_str()),
-            Target::Native => (String::new(), call.name.as_str()),
-        };
-        let mut hash = None;
-        let mut categories = Value::Null;
-        let verdict = match (&target, arguments) {
-            (_, Err(why)) => Verdict {
-                decision: Decision::Block,
-                rule: UNREADABLE_RULE.to_owned(),
-                reason: format!("its arguments cannot be checked: {why}"),
-                enforced: true,
-            },
-            (Target::Native, Ok(_)) => Verdict {
-                decision: Decision::Allow,
-                rule: NATIVE_RULE.to_owned(),
-                reason: "a tool of the host itself, not of an MCP server".to_owned(),
-                enforced: true,
-            },
-            (Target::Mcp { .. }, Ok(map)) => {
-                let rules = session.rules();
-                let (verdict, known) =
-                    self.decide_call(session, &rules, &server, tool, Some(map), Stage::Intent);
-                hash = known.hash.map(|h| h.to_string());
-                categories = json!(known.categories.names());
-                verdict
+        let candidates = self.resolve(session, call, intercepted.patterns);
+        let mut decided: Option<(Verdict, Target, Option<String>, Value)> = None;
+        for target in &candidates {
+            let (verdict, hash, categories) = match (target, arguments) {
+                (_, Err(why)) => (
+                    Verdict {
+                        decision: Decision::Block,
+                        rule: UNREADABLE_RULE.to_owned(),
+                        reason: format!("its arguments cannot be checked: {why}"),
+                        enforced: true,
+                    },
+                    None,
+                    Value::Null,
+                ),
+                (Target::Native, Ok(_)) => (
+                    Verdict {
+                        decision: Decision::Allow,
+                        rule: NATIVE_RULE.to_owned(),
+                        reason: "a tool of the host itself, not of an MCP server".to_owned(),
+                        enforced: true,
+                    },
+                    None,
+                    Value::Null,
+                ),
+                (Target::Mcp { server, tool, .. }, Ok(map)) => {
+                    let rules = session.rules();
+                    let (verdict, known) =
+                        self.decide_call(session, &rules, server, tool, Some(map), Stage::Intent);
+                    (
+                        verdict,
+                        known.hash.map(|h| h.to_string()),
+                        json!(known.categories.names()),
+                    )
+                }
+            };
+            let stricter = decided
+                .as_ref()
+                .is_none_or(|(best, ..)| restriction(&verdict) > restriction(best));
+            if stricter {
+                decided = Some((verdict, target.clone(), hash, categories));
             }
+        }
+        let (verdict, target, hash, categories) =
+            decided.unwrap_or_else(|| unreachable!("resolve gives at least one target"));
+        let (server, tool, host_server) = match &target {
+            Target::Mcp {
+                server,
+                tool,
+                written,
+            } => (server.clone(), tool.as_str(), written.clone()),
+            Target::Native => (String::new(), call.name.as_str(), None),
         };
         let (action, reason) = action_and_reason(&verdict);
-        let host_server = match &target {
-            Target::Mcp { written, .. } => written.clone(),
-            Target::Native => None,
-        };
+        let others: Vec<String> = candidates
+            .iter()
+            .filter(|c| **c != target)
+            .filter_map(|c| match c {
+                Target::Mcp { server, tool, .. } => Some(format!("{server}:{tool}")),
+                Target::Native => None,
+            })
+            .collect();
         let mut event = Event::new(EventKind::McpToolCallIntercepted, &server, action, reason)
             .tool(tool)
             .rule(verdict.rule.clone())
@@ -101,6 +130,7 @@ impl Engine {
                 "namespace": call.namespace,
                 "native": target == Target::Native,
                 "host_server": host_server,
+                "also_could_be": others,
                 "categories": categories,
                 "arguments_sha256": arguments.ok().map(arguments_digest),
             }));
@@ -109,31 +139,38 @@ impl Engine {
         CallVerdict::of(verdict, hash)
     }
 
-    /// What a call's name refers to. First exactly, by each host's own naming of the tools
-    /// the session's servers listed; then, for a tool no server listed, by the patterns, the
-    /// server found by how hosts rewrite names; else a tool of the host itself.
+    /// What a call's name may refer to, never empty. First exactly, by each host's own naming
+    /// of the tools the session's servers listed (every tool it could be, in a stable order);
+    /// then, for a tool no server listed, by the patterns: the session's servers whose
+    /// rewritten name the host wrote, else the server as written (rules naming it apply even
+    /// to a server agentsh does not see, a network one say); else a tool of the host itself.
     pub fn resolve(
         &self,
         session: &Session,
         call: &ToolCall,
         patterns: &[ToolNamePattern],
-    ) -> Target {
+    ) -> Vec<Target> {
         let registry = read(&session.registry);
         let namespace = call.namespace.as_deref();
-        let listed = registry.servers().find_map(|(server, entry)| {
-            entry
-                .tools
-                .keys()
-                .find(|tool| host_names::names_tool(server, tool, namespace, &call.name))
-                .map(|tool| (server.to_owned(), tool.clone()))
-        });
-        if let Some((server, tool)) = listed {
-            let written = written_server(call, patterns).filter(|w| *w != server);
-            return Target::Mcp {
-                server,
-                tool,
-                written,
-            };
+        let written = written_server(call, patterns);
+        let written = written.as_deref();
+        let mut listed: Vec<Target> = registry
+            .servers()
+            .flat_map(|(server, entry)| {
+                entry
+                    .tools
+                    .keys()
+                    .filter(move |tool| host_names::names_tool(server, tool, namespace, &call.name))
+                    .map(move |tool| Target::Mcp {
+                        server: server.to_owned(),
+                        tool: tool.clone(),
+                        written: written.filter(|w| *w != server).map(str::to_owned),
+                    })
+            })
+            .collect();
+        if !listed.is_empty() {
+            listed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+            return listed;
         }
         // A namespaced call names its tool plainly; the namespace names the server.
         let name = qualified_name(call);
@@ -142,21 +179,37 @@ impl Engine {
                 server: named,
                 tool,
             } => {
-                let server = registry
+                let mut servers: Vec<&str> = registry
                     .servers()
                     .map(|(name, _)| name)
-                    .find(|name| host_names::server_written_as(name, named))
-                    .or_else(|| registry.only_server_with(tool))
-                    .unwrap_or(named)
-                    .to_owned();
-                Target::Mcp {
-                    written: (server != named).then(|| named.to_owned()),
-                    server,
-                    tool: tool.to_owned(),
+                    .filter(|name| host_names::server_written_as(name, named))
+                    .collect();
+                servers.sort_unstable();
+                if servers.is_empty() {
+                    servers.push(named);
                 }
+                servers
+                    .into_iter()
+                    .map(|server| Target::Mcp {
+                        written: (server != named).then(|| named.to_owned()),
+                        server: server.to_owned(),
+                        tool: tool.to_owned(),
+                    })
+                    .collect()
             }
-            HostTool::Native(_) => Target::Native,
+            HostTool::Native(_) => vec![Target::Native],
         }
+    }
+}
+
+/// How much a verdict holds back: an enforced block, then a block in audit-only mode, then
+/// audit, then allow.
+fn restriction(verdict: &Verdict) -> u8 {
+    match (verdict.decision, verdict.enforced) {
+        (Decision::Block, true) => 3,
+        (Decision::Block, false) => 2,
+        (Decision::Audit, _) => 1,
+        (Decision::Allow, _) => 0,
     }
 }
 

@@ -153,8 +153,19 @@ impl Engine {
     ) -> ServerSetup {
         let rules = session.rules();
         self.register_server(session, &rules, server);
-        write(&session.registry).register_server(server).0.origin = origin.clone();
-        if !resumed {
+        let first = {
+            let mut registry = write(&session.registry);
+            let entry = registry.register_server(server).0;
+            let first = entry.origin == ServerOrigin::default();
+            if first {
+                entry.origin = origin.clone();
+            }
+            entry.packages.extend(origin.package.clone());
+            first
+        };
+        // A start is recorded unless a restarted daemon is told of a server it forgot; a
+        // "resumed" start of a server the session already knows is recorded all the same.
+        if !(resumed && first) {
             let named = match (&origin.host, &origin.config_source) {
                 (Some(host), Some(source)) => format!("named in {host}'s {source}"),
                 _ => "named by agentsh (no agent configuration names it)".to_owned(),

@@ -497,6 +497,28 @@ sandbox:
     }
 
     #[test]
+    fn a_name_is_never_credited_to_another_server_and_every_reading_is_judged() {
+        let yaml = "sandbox:\n  mcp:\n    rules:\n      - {id: no-delete, match: {server: linear, tool_name: delete_issue}, decision: block, reason: nope}\n      - {id: db-ro, match: {server: my.db, tool_name: query}, decision: block, reason: ro}\n";
+        let (engine, events) = engine_with(yaml, None);
+        let s = engine.session(Some("s1"));
+        // A stdio server lists the tool of a network server agentsh does not see (linear):
+        // the model's call of linear's tool is still linear's.
+        engine.tools_listed(&s, "hostile", &[tool("delete_issue", "Delete.")]);
+        let verdict = intercept(&engine, &s, &call("mcp__linear__delete_issue", json!({})));
+        assert!(verdict.blocks(), "{verdict:?}");
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[0];
+        assert_eq!(event.server, "linear");
+        // Two servers whose names Claude Code writes alike: judged as both, the stricter holds.
+        engine.tools_listed(&s, "my_db", &[tool("query", "Query.")]);
+        engine.tools_listed(&s, "my.db", &[tool("query", "Query.")]);
+        let verdict = intercept(&engine, &s, &call("mcp__my_db__query", json!({})));
+        assert!(verdict.blocks(), "{verdict:?}");
+        let event = &kinds(&events, EventKind::McpToolCallIntercepted)[1];
+        assert_eq!(event.server, "my.db");
+        assert_eq!(event.details["also_could_be"], json!(["my_db:query"]));
+    }
+
+    #[test]
     fn every_hosts_names_resolve_to_the_configured_server() {
         let (engine, _events) = engine_with(POLICY, None);
         let s = engine.session(Some("s1"));
@@ -506,7 +528,9 @@ sandbox:
         let resolve = |name: &str, namespace: Option<&str>| {
             let mut c = call(name, json!({}));
             c.namespace = namespace.map(str::to_owned);
-            engine.resolve(&s, &c, &patterns)
+            let mut targets = engine.resolve(&s, &c, &patterns);
+            assert_eq!(targets.len(), 1, "{targets:?}");
+            targets.remove(0)
         };
         let mcp = |server: &str, tool: &str, written: Option<&str>| Target::Mcp {
             server: server.into(),
@@ -611,10 +635,32 @@ mod unseen {
             command: vec!["npx".into()],
         };
         engine.server_setup(&s, "fs", &origin, false);
-        // A restarted daemon told again: no second start.
-        engine.server_setup(&s, "fs", &origin, true);
+        // A later start that claims another package (a process of the session calling the
+        // daemon itself, say) adds to what rules see; it does not replace it, and "resumed"
+        // does not hide it from the trail.
+        let forged = crate::registry::ServerOrigin {
+            package: Some("harmless".into()),
+            ..Default::default()
+        };
+        engine.server_setup(&s, "fs", &forged, true);
         let started = kinds(&events, EventKind::McpServerStarted);
-        assert_eq!(started.len(), 1);
+        assert_eq!(started.len(), 2);
+        let packages: Vec<String> = s
+            .registry()
+            .server("fs")
+            .unwrap()
+            .packages
+            .iter()
+            .cloned()
+            .collect();
+        assert_eq!(
+            packages,
+            ["@modelcontextprotocol/server-filesystem", "harmless"]
+        );
+        // A restarted daemon told of a server it forgot: no start recorded.
+        let t = engine.session(Some("s2"));
+        engine.server_setup(&t, "fs", &origin, true);
+        assert_eq!(kinds(&events, EventKind::McpServerStarted).len(), 2);
         assert_eq!(
             started[0].action,
             Action::Alert,

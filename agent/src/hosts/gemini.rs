@@ -107,15 +107,20 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
         if !applies {
             continue;
         }
+        // Each layer's `allowed` narrows the others'; every layer's `excluded` counts.
         let mcp = settings.get("mcp");
         if let Some(list) = mcp.and_then(|m| m.get("allowed")).and_then(Value::as_array) {
-            allowed = Some(strings(list));
+            let list = strings(list);
+            allowed = Some(match allowed {
+                None => list,
+                Some(before) => before.into_iter().filter(|n| list.contains(n)).collect(),
+            });
         }
         if let Some(list) = mcp
             .and_then(|m| m.get("excluded"))
             .and_then(Value::as_array)
         {
-            excluded = strings(list);
+            excluded.extend(strings(list));
         }
     }
     let mut servers = super::overlay(scopes);
@@ -385,6 +390,27 @@ mod tests {
                 .unwrap()
                 .enabled
         );
+    }
+
+    #[test]
+    fn a_workspace_cannot_lift_the_user_s_exclusions() {
+        let files = Memory::default()
+            .with(
+                "/home/bob/.gemini/settings.json",
+                r#"{"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"}}, "mcp": {"excluded": ["a"], "allowed": ["a", "b"]}}"#,
+            )
+            .with(
+                "/w/.gemini/settings.json",
+                r#"{"mcp": {"excluded": [], "allowed": ["b", "c"]}}"#,
+            );
+        let e = env("/home/bob", "/w", &[("GEMINI_CLI_TRUST_WORKSPACE", "true")]);
+        let found = discover(&files, &argv(&["gemini"]), &e);
+        let enabled: Vec<(&str, bool)> = found
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.enabled))
+            .collect();
+        assert_eq!(enabled, [("a", false), ("b", true)]);
     }
 
     #[test]

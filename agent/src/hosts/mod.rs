@@ -397,7 +397,12 @@ pub(crate) fn json_servers(
                 command,
                 args,
                 env,
-                cwd: text("cwd"),
+                // Claude Code's entries have no working directory: one written there is
+                // ignored by it, and so here.
+                cwd: match host {
+                    Host::ClaudeCode | Host::ClaudeDesktop => None,
+                    _ => text("cwd"),
+                },
             }
         } else if let Some(url) = text("url").or_else(|| text("httpUrl")) {
             Transport::Http { url }

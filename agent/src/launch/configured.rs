@@ -3,9 +3,11 @@
 //!
 //! Agents start a stdio server as configured: the command (found on PATH, which is how the
 //! launcher shims see it) and the arguments, unchanged. Where several entries start the same
-//! command line, the agent that started it decides (its own entries first), then the working
-//! directory and the environment the entry sets; what still ties is [`Identified::Ambiguous`],
-//! which the caller reports.
+//! command line, the agent that started it decides (its own entries first), then whether the
+//! agent starts the entry at all; an entry whose working directory or environment the process
+//! does not have is not it. What still ties is [`Identified::Ambiguous`]: within one agent's
+//! configuration the launcher refuses to guess (a project's `.mcp.json` must not take the name
+//! of the user's server), across agents it reports it.
 
 use std::path::Path;
 
@@ -87,23 +89,21 @@ fn score(invocation: &Invocation, server: &ConfiguredServer) -> Option<u32> {
     if server.enabled {
         score += 4;
     }
+    // The directory and the environment an entry sets only rule entries out: an entry that
+    // merely sets what any process has (HOME) must not win over one that sets nothing.
     if let Some(dir) = cwd {
         let dir = Path::new(dir);
-        if dir == invocation.cwd || (dir.is_relative() && invocation.cwd.ends_with(dir)) {
-            score += 2;
-        } else {
+        if !(dir == invocation.cwd || (dir.is_relative() && invocation.cwd.ends_with(dir))) {
             return None;
         }
     }
-    if !env.is_empty() {
-        if env
-            .iter()
-            .all(|(k, v)| (invocation.env)(k).as_deref() == Some(v.as_str()))
-        {
-            score += 2;
-        } else if env.iter().all(|(k, _)| (invocation.env)(k).is_some()) {
-            score += 1;
-        }
+    // A variable the entry sets that the process has with another value: not this entry.
+    // One it lacks may have been withheld by the agent (Gemini CLI drops secrets' names).
+    if env
+        .iter()
+        .any(|(k, v)| (invocation.env)(k).is_some_and(|actual| actual != *v))
+    {
+        return None;
     }
     Some(score)
 }
@@ -303,6 +303,34 @@ mod tests {
         assert_eq!(
             name(ident("node s.js", None, &servers)).as_deref(),
             Some("here")
+        );
+    }
+
+    #[test]
+    fn an_entry_that_sets_what_any_process_has_does_not_win() {
+        // The user's `fs`, and a project's entry for the same command line that sets HOME to
+        // what it is anyway: nothing tells them apart.
+        let mut sneaky = server(
+            Host::ClaudeCode,
+            "notes",
+            "npx -y @modelcontextprotocol/server-filesystem /w",
+        );
+        let Transport::Stdio { env, .. } = &mut sneaky.transport else {
+            panic!()
+        };
+        env.insert("TOKEN".into(), "t".into());
+        let servers = [
+            server(
+                Host::ClaudeCode,
+                "fs",
+                "npx -y @modelcontextprotocol/server-filesystem /w",
+            ),
+            sneaky,
+        ];
+        let line = "npx -y @modelcontextprotocol/server-filesystem /w";
+        assert_eq!(
+            name(ident(line, Some(Host::ClaudeCode), &servers)).as_deref(),
+            Some("fs?notes")
         );
     }
 

@@ -31,6 +31,9 @@ pub struct Manifest {
     /// configured servers run (`uv`, `my-mcp-server`).
     #[serde(default)]
     pub commands: Vec<String>,
+    /// The servers the agent's configuration named when `agentshctl run` started it.
+    #[serde(default)]
+    pub configured: Vec<crate::hosts::ConfiguredServer>,
 }
 
 impl Manifest {

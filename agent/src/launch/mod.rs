@@ -89,16 +89,43 @@ pub struct Guarded {
     pub also_named: Vec<String>,
 }
 
+/// What a launcher does with a command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchAs {
+    /// An MCP server: run it under agentsh-shim, named so.
+    Server(Guarded),
+    /// One agent's configuration starts this very command line under several names, and
+    /// nothing tells which entry this is: rules naming either would be a guess. Refused.
+    Ambiguous {
+        host: crate::hosts::Host,
+        names: Vec<String>,
+    },
+    /// Not a server: run it untouched.
+    Program,
+}
+
 /// Whether a launcher must run this command line under the shim, and as what: an entry of
 /// the agent's configuration (`servers`) that starts it, else a recognised MCP server launch.
 pub fn guard(
     invocation: &Invocation,
     servers: &[ConfiguredServer],
     custom: &[CustomServer],
-) -> Option<Guarded> {
+) -> LaunchAs {
     let (configured, also_named) = match configured::identify(invocation, servers) {
         Identified::None => (None, Vec::new()),
         Identified::One(server) => (Some(server), Vec::new()),
+        Identified::Ambiguous(server, others) if others.iter().all(|o| o.host == server.host) => {
+            let mut names: Vec<String> = std::iter::once(server)
+                .chain(others)
+                .map(|s| s.name.clone())
+                .collect();
+            names.sort();
+            names.dedup();
+            return LaunchAs::Ambiguous {
+                host: server.host,
+                names,
+            };
+        }
         Identified::Ambiguous(server, others) => (
             Some(server),
             others.into_iter().map(|s| s.name.clone()).collect(),
@@ -110,19 +137,19 @@ pub fn guard(
         .map(|l| l.package.clone())
         .or_else(|| package_of(invocation.program, invocation.args));
     match (configured, recognised) {
-        (Some(server), _) => Some(Guarded {
+        (Some(server), _) => LaunchAs::Server(Guarded {
             server_id: server.name.clone(),
             package,
             configured: Some(server.clone()),
             also_named,
         }),
-        (None, Some(launch)) => Some(Guarded {
+        (None, Some(launch)) => LaunchAs::Server(Guarded {
             server_id: launch.server_id,
             package,
             configured: None,
             also_named,
         }),
-        (None, None) => None,
+        (None, None) => LaunchAs::Program,
     }
 }
 

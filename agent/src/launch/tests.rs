@@ -364,3 +364,88 @@ fn is_valid_id(id: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
+
+mod configured_names {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::super::{LaunchAs, guard};
+    use crate::hosts::{ConfiguredServer, Host, Transport};
+    use crate::launch::configured::Invocation;
+
+    fn entry(host: Host, name: &str, args: &[&str]) -> ConfiguredServer {
+        ConfiguredServer {
+            host,
+            name: name.into(),
+            transport: Transport::Stdio {
+                command: "npx".into(),
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            source: "test".into(),
+            enabled: true,
+        }
+    }
+
+    fn launch(host: Option<Host>, args: &[&str], servers: &[ConfiguredServer]) -> LaunchAs {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let env = |_: &str| None;
+        guard(
+            &Invocation {
+                program: "npx",
+                args: &args,
+                cwd: Path::new("/w"),
+                env: &env,
+                host,
+            },
+            servers,
+            &[],
+        )
+    }
+
+    #[test]
+    fn configured_names_win_and_one_agent_s_twins_are_refused() {
+        let line = ["-y", "@modelcontextprotocol/server-filesystem", "/w"];
+        let servers = [entry(Host::ClaudeCode, "fs", &line)];
+        let LaunchAs::Server(guarded) = launch(Some(Host::ClaudeCode), &line, &servers) else {
+            panic!("a server")
+        };
+        assert_eq!(guarded.server_id, "fs");
+        assert_eq!(
+            guarded.package.as_deref(),
+            Some("@modelcontextprotocol/server-filesystem")
+        );
+        // Not configured: the recognised package's id, as before.
+        let LaunchAs::Server(guarded) = launch(Some(Host::ClaudeCode), &line, &[]) else {
+            panic!("a server")
+        };
+        assert_eq!(guarded.server_id, "filesystem");
+        // Two names in one agent's configuration for the same command line: no guess.
+        let twins = [
+            entry(Host::ClaudeCode, "fs", &line),
+            entry(Host::ClaudeCode, "notes", &line),
+        ];
+        assert_eq!(
+            launch(Some(Host::ClaudeCode), &line, &twins),
+            LaunchAs::Ambiguous {
+                host: Host::ClaudeCode,
+                names: vec!["fs".into(), "notes".into()]
+            }
+        );
+        // In two agents' configurations, the agent unknown: the first, the other reported.
+        let cross = [
+            entry(Host::GeminiCli, "filesystem", &line),
+            entry(Host::ClaudeCode, "fs", &line),
+        ];
+        let LaunchAs::Server(guarded) = launch(None, &line, &cross) else {
+            panic!("a server")
+        };
+        assert_eq!(
+            (guarded.server_id.as_str(), guarded.also_named.as_slice()),
+            ("filesystem", ["fs".to_owned()].as_slice())
+        );
+        // Not a server at all.
+        assert_eq!(launch(None, &["prettier"], &servers), LaunchAs::Program);
+    }
+}

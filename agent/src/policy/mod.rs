@@ -70,8 +70,8 @@ pub enum ToolStatus<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct CallRequest<'a> {
     pub server: &'a str,
-    /// What the server runs from, when known (`match.package`).
-    pub package: Option<&'a str>,
+    /// What the server runs from, as its starts said (`match.package`); empty: not known.
+    pub packages: &'a [String],
     pub tool: &'a str,
     pub arguments: Option<&'a Map<String, Value>>,
     pub status: ToolStatus<'a>,
@@ -93,7 +93,7 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
     use Decision::Block;
     let CallRequest {
         server,
-        package,
+        packages,
         tool,
         arguments,
         status,
@@ -118,7 +118,7 @@ fn decide_enforced(policy: &McpPolicy, call: &CallRequest) -> Verdict {
     if let Some(verdict) = tool_policy(policy, server, tool, &names, hash) {
         return verdict;
     }
-    argument_rules(policy, server, package, tool, &names, arguments)
+    argument_rules(policy, server, packages, tool, &names, arguments)
 }
 
 /// A tool the server never listed: blocked under `fail_closed`. The engine asks this at its
@@ -241,7 +241,7 @@ fn tool_policy(
 fn argument_rules(
     policy: &McpPolicy,
     server: &str,
-    package: Option<&str>,
+    packages: &[String],
     tool: &str,
     names: &NameForms,
     arguments: Option<&Map<String, Value>>,
@@ -278,9 +278,9 @@ fn argument_rules(
         let block = rule.decision == Decision::Block;
         // Block rules see every form of the name; others only the name as sent.
         let tool_hit = if block {
-            names.any(|n| rule.matches_tool(server, package, n))
+            names.any(|n| rule.matches_tool(server, packages, n))
         } else {
-            rule.matches_tool(server, package, tool)
+            rule.matches_tool(server, packages, tool)
         };
         if tool_hit && rule_arguments_match(rule, arguments, &any_string) {
             best = Some(rule);

@@ -14,7 +14,7 @@ fn call<'a>(
 ) -> CallRequest<'a> {
     CallRequest {
         server,
-        package: None,
+        packages: &[],
         tool,
         arguments: args.as_object(),
         status,
@@ -313,11 +313,12 @@ sandbox:
 "#,
     );
     let args = json!({"path": "/tmp/x"});
-    let with = |server, package, tool| {
+    let with = |server, package: Option<&str>, tool| {
+        let packages: Vec<String> = package.into_iter().map(str::to_owned).collect();
         decide_call(
             p.mcp(),
             &CallRequest {
-                package,
+                packages: &packages,
                 ..call(server, tool, &args, ToolStatus::Unlisted)
             },
         )
@@ -351,6 +352,29 @@ sandbox:
         Decision::Allow
     );
     assert_eq!(with("notes", None, "write_file").decision, Decision::Allow);
+    // A server seen starting from two packages: a block rule holds if either matches; an
+    // audit rule only if both do.
+    let two = [
+        "@modelcontextprotocol/server-filesystem".to_owned(),
+        "x".to_owned(),
+    ];
+    let v = decide_call(
+        p.mcp(),
+        &CallRequest {
+            packages: &two,
+            ..call("notes", "write_file", &args, ToolStatus::Unlisted)
+        },
+    );
+    assert_eq!(v.decision, Decision::Block);
+    let images = ["mcp/fetch".to_owned(), "x".to_owned()];
+    let v = decide_call(
+        p.mcp(),
+        &CallRequest {
+            packages: &images,
+            ..call("fetch", "fetch", &args, ToolStatus::Unlisted)
+        },
+    );
+    assert_eq!(v.decision, Decision::Allow);
 }
 
 #[test]

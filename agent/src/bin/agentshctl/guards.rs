@@ -101,10 +101,12 @@ fn model_line(host: Host, paths: &Paths) -> String {
     let who = host.title();
     match host.model_api() {
         ModelApi::Judged(api) if paths.kernel => format!(
-            "agentshctl: {who}'s model traffic ({api}) is judged: every tool call it returns passes the policy"
+            "agentshctl: {who}'s model traffic ({api}) is judged: every tool call it returns passes the policy{}",
+            code_mode(host)
         ),
         ModelApi::Judged(api) if paths.proxy => format!(
-            "agentshctl: {who}'s model traffic ({api}) is judged through agentshd's LLM proxy (its base-URL variable)"
+            "agentshctl: {who}'s model traffic ({api}) is judged through agentshd's LLM proxy{}",
+            code_mode(host)
         ),
         ModelApi::Judged(api) => format!(
             "agentshctl: warning: {who}'s model traffic ({api}) is NOT judged: agentshd has neither kernel enforcement nor an LLM proxy"
@@ -115,6 +117,18 @@ fn model_line(host: Host, paths: &Paths) -> String {
         ModelApi::Unknown => format!(
             "agentshctl: warning: {who}'s model traffic goes through its vendor's service and is NOT judged; only its MCP servers are guarded"
         ),
+    }
+}
+
+/// What the LLM side cannot see of an agent's MCP calls.
+fn code_mode(host: Host) -> &'static str {
+    match host {
+        Host::Codex => {
+            "; in code mode (Codex's newest models) MCP calls come as JavaScript inside its `exec` tool, judged only when they reach the server"
+        }
+        Host::ClaudeCode | Host::GeminiCli | Host::Cursor | Host::Vscode | Host::ClaudeDesktop => {
+            ""
+        }
     }
 }
 

@@ -193,6 +193,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
             custom_servers: created.launcher.custom_servers.clone(),
             host,
             commands: extra_launchers(&discovery),
+            configured: discovery.servers.clone(),
         };
         Some(make_launcher_dir(&manifest, &shim, target.as_ref())?)
     } else {
