@@ -182,6 +182,20 @@ pub struct ServerReference {
     pub at: Option<Location>,
 }
 
+impl ServerReference {
+    /// `FILE:LINE:COL: `context` names server `glob``: the start of every message about it.
+    pub fn describe(&self, origin: &str) -> String {
+        let at = self
+            .at
+            .map_or_else(String::new, |at| format!(":{}:{}", at.line, at.column));
+        format!(
+            "{origin}{at}: `{}` names server `{}`",
+            self.context,
+            self.glob.as_str()
+        )
+    }
+}
+
 impl McpPolicy {
     /// Every place the policy names servers, other than `*` (which names them all). Declared
     /// `servers` are definitions, not references.

@@ -619,14 +619,9 @@ fn session_warnings(
         .unseen_server_references(&rules, &names)
         .into_iter()
         .map(|r| {
-            let at = r
-                .at
-                .map_or_else(String::new, |at| format!(":{}:{}", at.line, at.column));
             format!(
-                "{}{at}: `{}` names server `{}`, which is not one of {agent}'s MCP servers ({list}) and which no session has run: it applies to nothing",
-                rules.policy.origin,
-                r.context,
-                r.glob.as_str()
+                "{}, which is not one of {agent}'s MCP servers ({list}) and which no session has run: it applies to nothing",
+                r.describe(&rules.policy.origin)
             )
         })
         .collect();

@@ -34,18 +34,13 @@ impl Engine {
             .map(|(name, _)| name.to_owned())
             .collect();
         for reference in self.unseen_server_references(&rules, &ran) {
-            let at = reference
-                .at
-                .map_or_else(String::new, |at| format!(":{}:{}", at.line, at.column));
             let event = Event::new(
                 EventKind::PolicyServerUnseen,
                 "",
                 Action::Alert,
                 format!(
-                    "{}{at}: `{}` names server `{}`, which no session has run: it applied to nothing",
-                    rules.policy.origin,
-                    reference.context,
-                    reference.glob.as_str()
+                    "{}, which no session has run: it applied to nothing",
+                    reference.describe(&rules.policy.origin)
                 ),
             )
             .details(json!({

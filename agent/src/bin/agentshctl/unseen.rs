@@ -28,14 +28,11 @@ pub fn warnings(policy: &Policy, home: Option<&std::path::Path>, also: &[String]
         .into_iter()
         .filter(|r| !names.iter().any(|n| r.glob.matches(n)))
         .map(|r| {
-            let at = r
-                .at
-                .map_or_else(String::new, |at| format!(":{}:{}", at.line, at.column));
+            // The warning sits after the place, as the loader's own warnings do.
+            let described = r.describe(&policy.origin);
+            let (place, rest) = described.split_once(": ").unwrap_or(("", &described));
             format!(
-                "{}{at}: warning: `{}` names server `{}`, which no agent configuration on this machine names and the policy does not declare: it applies to nothing until a server of that name runs (agents' names: ~/.claude.json, .mcp.json, ~/.codex/config.toml, ~/.gemini/settings.json)",
-                policy.origin,
-                r.context,
-                r.glob.as_str()
+                "{place}: warning: {rest}, which no agent configuration on this machine names and the policy does not declare: it applies to nothing until a server of that name runs (agents' names: ~/.claude.json, .mcp.json, ~/.codex/config.toml, ~/.gemini/settings.json)"
             )
         })
         .collect()
