@@ -18,16 +18,7 @@ const MAX_FUNCTION_NAME: usize = 64;
 /// A server name as Claude Code and Codex write it in tool names: every character outside
 /// `[A-Za-z0-9_-]` becomes `_` (`my.server` -> `my_server`).
 pub fn claude_server(server: &str) -> String {
-    server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    server.chars().map(claude_char).collect()
 }
 
 /// Claude Code's name for a tool: `mcp__<server>__<tool>`, both parts as [`claude_server`]
@@ -39,16 +30,7 @@ pub fn claude_name(server: &str, tool: &str) -> String {
 /// How Codex writes server and tool names: every character outside `[A-Za-z0-9_]` becomes
 /// `_` (the dash too), and an empty name is `_`.
 pub fn codex_part(name: &str) -> String {
-    let part: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let part: String = name.chars().map(codex_char).collect();
     if part.is_empty() {
         "_".to_owned()
     } else {
@@ -77,16 +59,7 @@ pub fn gemini_name(server: &str, tool: &str) -> String {
     } else {
         format!("mcp_{joined}")
     };
-    let mut name: String = prefixed
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut name: String = prefixed.chars().map(gemini_char).collect();
     if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         name.insert(0, '_');
     }
@@ -100,19 +73,128 @@ pub fn gemini_name(server: &str, tool: &str) -> String {
 }
 
 /// Whether a host that names tools `name` (in `namespace`, where the dialect has them) means
-/// the tool `tool` of `server`, by any host's rule.
+/// the tool `tool` of `server`, by any host's rule. It runs for every tool of a session on
+/// every call a model makes: the names are compared as they would be written, without writing
+/// them.
 pub fn names_tool(server: &str, tool: &str, namespace: Option<&str>, name: &str) -> bool {
     match namespace {
         Some(namespace) => {
-            (name == tool || name == codex_part(tool))
-                && (namespace == codex_namespace(server) || namespace == server)
+            let in_namespace = namespace == server
+                || namespace
+                    .strip_prefix("mcp__")
+                    .is_some_and(|rest| written_as(rest, server, codex_char, true));
+            in_namespace && (name == tool || written_as(name, tool, codex_char, true))
         }
         None => {
-            name == claude_name(server, tool)
-                || name == gemini_name(server, tool)
-                || name == codex_name(server, tool)
+            // Every host's form ends with the tool's last character as it writes it (Gemini
+            // CLI's shortened names keep their end): most tools are ruled out here.
+            if let Some(last) = tool.chars().next_back()
+                && ![claude_char, codex_char, gemini_char]
+                    .iter()
+                    .any(|map| name.ends_with(map(last)))
+            {
+                return false;
+            }
+            flat_name(name, server, tool, claude_char, false)
+                || flat_name(name, server, tool, codex_char, true)
+                || gemini_names(name, server, tool)
         }
     }
+}
+
+/// `mcp__<server>__<tool>`, each part written with `map`.
+fn flat_name(
+    name: &str,
+    server: &str,
+    tool: &str,
+    map: fn(char) -> char,
+    empty_is_underscore: bool,
+) -> bool {
+    let Some(rest) = name.strip_prefix("mcp__") else {
+        return false;
+    };
+    // The server part ends at the first `__` that leaves the tool part to match.
+    // (Overlapping: `___` holds two.)
+    (0..rest.len().saturating_sub(1))
+        .filter(|&at| rest.as_bytes()[at..].starts_with(b"__"))
+        .any(|at| {
+            written_as(&rest[..at], server, map, empty_is_underscore)
+                && written_as(&rest[at + 2..], tool, map, empty_is_underscore)
+        })
+}
+
+/// Whether `text` is `part` with each character written as `map` writes it.
+fn written_as(text: &str, part: &str, map: fn(char) -> char, empty_is_underscore: bool) -> bool {
+    if part.is_empty() {
+        return if empty_is_underscore {
+            text == "_"
+        } else {
+            text.is_empty()
+        };
+    }
+    let mut rest = text;
+    for c in part.chars() {
+        match rest.strip_prefix(map(c)) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+fn claude_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+        c
+    } else {
+        '_'
+    }
+}
+
+fn codex_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || c == '_' {
+        c
+    } else {
+        '_'
+    }
+}
+
+fn gemini_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':') {
+        c
+    } else {
+        '_'
+    }
+}
+
+/// Gemini CLI's name of the tool ([`gemini_name`]), compared without writing it unless it is
+/// one Gemini CLI shortens.
+fn gemini_names(name: &str, server: &str, tool: &str) -> bool {
+    let joined = || {
+        server
+            .chars()
+            .chain(std::iter::once('_'))
+            .chain(tool.chars())
+    };
+    let prefixed = joined().take(4).eq("mcp_".chars());
+    let length = joined().count() + if prefixed { 0 } else { 4 };
+    if length > MAX_FUNCTION_NAME - 1 {
+        return name.len() == MAX_FUNCTION_NAME - 1 && name == gemini_name(server, tool);
+    }
+    let rest = if prefixed {
+        Some(name)
+    } else {
+        name.strip_prefix("mcp_")
+    };
+    let Some(mut rest) = rest else {
+        return false;
+    };
+    for c in joined() {
+        match rest.strip_prefix(gemini_char(c)) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.is_empty()
 }
 
 /// Whether `written`, a server name as a host wrote it in a tool name, is `server`.
@@ -281,6 +363,60 @@ mod tests {
                 tool: "write_file"
             }
         );
+    }
+
+    #[test]
+    fn names_are_compared_as_each_host_writes_them() {
+        let servers = [
+            "fs",
+            "my.db",
+            "a__b",
+            "mcp_x",
+            "mcp",
+            "",
+            "é-srv",
+            "x".repeat(40).as_str(),
+        ]
+        .map(str::to_owned);
+        let tools = [
+            "write_file",
+            "read.file-v2",
+            "",
+            "q",
+            "t".repeat(40).as_str(),
+        ]
+        .map(str::to_owned);
+        for server in &servers {
+            for tool in &tools {
+                for name in [
+                    claude_name(server, tool),
+                    codex_name(server, tool),
+                    gemini_name(server, tool),
+                ] {
+                    assert!(
+                        names_tool(server, tool, None, &name),
+                        "{server:?} {tool:?} {name}"
+                    );
+                }
+                let namespace = codex_namespace(server);
+                assert!(names_tool(
+                    server,
+                    tool,
+                    Some(&namespace),
+                    &codex_part(tool)
+                ));
+                assert!(!names_tool(
+                    server,
+                    tool,
+                    None,
+                    &format!("{}x", claude_name(server, tool))
+                ));
+                assert!(
+                    !names_tool(server, "other", None, &claude_name(server, tool))
+                        || tool == "other"
+                );
+            }
+        }
     }
 
     #[test]
