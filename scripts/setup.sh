@@ -50,14 +50,18 @@ fi
 
 # Node.js runs the real MCP servers and the official MCP SDK client in the end-to-end tests.
 command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
-peers="$here/tests/peers"
-stamp="$peers/node_modules/.agentsh-lock-sha256"
-want=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  say "npm ci (test peers)"
-  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$want" >"$stamp"
-fi
+# `npm ci` in DIR when its lock changed since the last one (a stamp in node_modules).
+npm_peers() {
+  local dir=$1 what=$2 stamp want
+  stamp="$dir/node_modules/.agentsh-lock-sha256"
+  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "npm ci ($what)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$stamp"
+  fi
+}
+npm_peers "$here/tests/peers" "test peers"
 
 # Python runs test peers, each from a venv of its own beside its requirements.txt: the fake LLM
 # upstream and the official Anthropic and OpenAI SDK clients (tests/peers/llm), and an OTLP
@@ -87,14 +91,8 @@ python_peers otlp
 # pinned in its lock; only with --tests): npm skips their install scripts, so Claude Code's
 # install.cjs, which puts its native binary in place, runs here.
 agent_peers() {
-  local dir="$here/tests/peers/agents" stamp want
-  stamp="$dir/node_modules/.agentsh-lock-sha256"
-  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    say "npm ci (test agents: Claude Code, Codex CLI, Gemini CLI)"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-    echo "$want" >"$stamp"
-  fi
+  local dir="$here/tests/peers/agents"
+  npm_peers "$dir" "test agents: Claude Code, Codex CLI, Gemini CLI"
   if ! "$dir/node_modules/.bin/claude" --version >/dev/null 2>&1; then
     say "Claude Code's install.cjs (its native binary)"
     (cd "$dir/node_modules/@anthropic-ai/claude-code" && node install.cjs)

@@ -38,7 +38,7 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
         .map_or_else(|| env.home.clone(), PathBuf::from)
         .join(".claude.json");
     let global = read_object(files, &global_path, env, &mut discovery.problems);
-    let project_dir = git_root(files, &env.cwd).unwrap_or_else(|| env.cwd.clone());
+    let project_dir = super::git_root(files, &env.cwd).unwrap_or_else(|| env.cwd.clone());
     let project = project_entry(&global, &project_dir);
 
     let mut scopes = Vec::new();
@@ -170,13 +170,6 @@ impl Options {
 fn project_entry(global: &Map<String, Value>, dir: &Path) -> Option<(PathBuf, Map<String, Value>)> {
     let entry = global.get("projects")?.get(dir.to_str()?)?.as_object()?;
     Some((dir.to_path_buf(), entry.clone()))
-}
-
-/// The repository `dir` is in: the nearest ancestor (or itself) that holds `.git`.
-fn git_root(files: &dyn Reader, dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| files.exists(&d.join(".git")))
-        .map(Path::to_path_buf)
 }
 
 /// Which `.mcp.json` servers the user approved, from the project's entry and the settings

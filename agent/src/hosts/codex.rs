@@ -49,7 +49,7 @@ pub(super) fn discover(files: &dyn Reader, argv: &[String], env: &Environment) -
         .as_ref()
         .is_some_and(|u| project_trusted(u, files, &env.cwd));
     layers.extend(user.map(|t| (source.clone(), t)));
-    if trusted && let Some(root) = git_root(files, &env.cwd) {
+    if trusted && let Some(root) = super::git_root(files, &env.cwd) {
         let mut dirs: Vec<&Path> = env
             .cwd
             .ancestors()
@@ -157,7 +157,7 @@ fn merge(into: &mut Table, from: Table) {
 /// Whether the user trusts the project the working directory is in: `[projects."<git root>"]`
 /// (or the directory itself outside a repository) with `trust_level = "trusted"`.
 fn project_trusted(user: &Table, files: &dyn Reader, cwd: &Path) -> bool {
-    let root = git_root(files, cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let root = super::git_root(files, cwd).unwrap_or_else(|| cwd.to_path_buf());
     let Some(Value::Table(projects)) = user.get("projects") else {
         return false;
     };
@@ -166,12 +166,6 @@ fn project_trusted(user: &Table, files: &dyn Reader, cwd: &Path) -> bool {
         .and_then(|p| p.get("trust_level"))
         .and_then(Value::as_str)
         == Some("trusted")
-}
-
-fn git_root(files: &dyn Reader, dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| files.exists(&d.join(".git")))
-        .map(Path::to_path_buf)
 }
 
 /// The value of the first of these options (`-p NAME`, `--profile=NAME`).

@@ -336,6 +336,13 @@ impl Reader for Files {
     }
 }
 
+/// The repository `dir` is in: the nearest ancestor (or itself) that holds `.git`.
+pub(crate) fn git_root(files: &dyn Reader, dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| files.exists(&d.join(".git")))
+        .map(Path::to_path_buf)
+}
+
 /// A path for messages: `~/.claude.json` rather than `/home/alice/.claude.json`.
 pub(crate) fn display_path(path: &Path, env: &Environment) -> String {
     match path.strip_prefix(&env.home) {
