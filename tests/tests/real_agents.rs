@@ -9,9 +9,7 @@
 //! mount namespace and the connections are redirected into agentshd's transparent proxy), and
 //! `--no-kernel` (the agents pointed at agentshd's LLM proxy). In each: the write is blocked
 //! (the file is never written, the agent's answer says why, the trail says which layer), an
-//! allowed read works, and `mcp calls` links the model's intent to the tools/call. Gemini's
-//! API is not read by agentsh yet: its model traffic passes (agentshctl run says so), and its
-//! MCP layer blocks the write.
+//! allowed read works, and `mcp calls` links the model's intent to the tools/call.
 //! Needs root (cgroups, BPF), as CI runs. One agent at a time: each is a heavy process.
 
 use std::path::{Path, PathBuf};
@@ -99,18 +97,14 @@ fn run(agent: Agent, way: Path_, dir: &Path) -> Ran {
                 dir,
                 POLICY,
                 &format!(
-                    "kernel:\n  enforcement: off\nproxy:\n  listen: 127.0.0.1:0\nproviders:\n  anthropic: {{upstream: \"{url}\"}}\n  openai: {{upstream: \"{url}\"}}\n",
+                    "kernel:\n  enforcement: off\nproxy:\n  listen: 127.0.0.1:0\nproviders:\n  anthropic: {{upstream: \"{url}\"}}\n  openai: {{upstream: \"{url}\"}}\n  google: {{upstream: \"{url}\"}}\n",
                     url = upstream.url
                 ),
             );
             (upstream, daemon)
         }
     };
-    // Gemini's API is not one agentsh reads yet: without the kernel path it is pointed at the
-    // upstream directly, as a user would.
-    let own_base =
-        (agent == Agent::Gemini && way == Path_::NoKernel).then_some(upstream.url.as_str());
-    let project = Project::new(&project_dir, agent, own_base);
+    let project = Project::new(&project_dir, agent, None);
     std::fs::write(&read_path, format!("{seed}\n")).unwrap();
     let hosts = (way == Path_::Kernel).then(|| hosts_file(dir, ip));
 
@@ -153,7 +147,7 @@ fn run(agent: Agent, way: Path_, dir: &Path) -> Ran {
             command.env(key, value);
         }
         // What the user's environment trusted is carried into the session's bundle: the test
-        // CA, for what agentsh splices (chatgpt.com, Gemini's API).
+        // CA, for what agentsh splices (chatgpt.com).
         for var in ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"] {
             command.env(var, &ca.pem);
         }
@@ -355,7 +349,7 @@ fn kernel_case(agent: Agent) {
     }
     let dir = tempfile::tempdir().unwrap();
     let ran = run(agent, Path_::Kernel, dir.path());
-    ran.check(agent, agent != Agent::Gemini);
+    ran.check(agent, true);
 }
 
 fn no_kernel_case(agent: Agent) {
@@ -364,7 +358,7 @@ fn no_kernel_case(agent: Agent) {
     }
     let dir = tempfile::tempdir().unwrap();
     let ran = run(agent, Path_::NoKernel, dir.path());
-    ran.check(agent, agent != Agent::Gemini);
+    ran.check(agent, true);
 }
 
 #[test]

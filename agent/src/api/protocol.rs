@@ -268,11 +268,15 @@ pub struct SessionCreated {
     pub warnings: Vec<String>,
 }
 
-/// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
+/// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+/// GOOGLE_GEMINI_BASE_URL).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProxyEndpoints {
     pub anthropic_base_url: String,
     pub openai_base_url: String,
+    /// Absent from a daemon that does not read Google's API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub google_base_url: Option<String>,
 }
 
 /// What the launcher shims of a session need.

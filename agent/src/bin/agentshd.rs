@@ -269,6 +269,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             let _ = daemon.proxy.set(ProxyEndpoints {
                 anthropic_base_url,
                 openai_base_url,
+                google_base_url: proxy.google_base_url(),
             });
             format!(
                 "LLM proxy on http://{addr} (mode {})",

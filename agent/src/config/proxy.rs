@@ -18,7 +18,7 @@ use crate::llm::host_names::{ToolNamePattern, default_tool_names};
 
 pub(super) const PROXY_KEYS: &[&str] = &["listen", "mode", "tool_names", "bodies"];
 const BODIES_KEYS: &[&str] = &["store", "max_bytes", "retention_days"];
-const PROVIDERS_KEYS: &[&str] = &["anthropic", "openai"];
+const PROVIDERS_KEYS: &[&str] = &["anthropic", "openai", "google", "code_assist"];
 const PROVIDER_KEYS: &[&str] = &["upstream"];
 const TLS_KEYS: &[&str] = &["extra_roots"];
 const DLP_KEYS: &[&str] = &["mode", "custom_patterns"];
@@ -26,6 +26,8 @@ const DLP_PATTERN_KEYS: &[&str] = &["name", "regex"];
 
 pub const ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const OPENAI_UPSTREAM: &str = "https://api.openai.com";
+pub const GOOGLE_UPSTREAM: &str = "https://generativelanguage.googleapis.com";
+pub const CODE_ASSIST_UPSTREAM: &str = "https://cloudcode-pa.googleapis.com";
 
 /// `proxy`, `providers`, `tls` and `dlp`, read together.
 #[derive(Clone, Debug)]
@@ -39,6 +41,11 @@ pub struct ProxyConfig {
     pub bodies: BodyStorage,
     pub anthropic_upstream: Url,
     pub openai_upstream: Url,
+    /// Google's Gemini API (or a Vertex AI endpoint, which speaks the same dialect).
+    pub google_upstream: Url,
+    /// Google's Code Assist, what Gemini CLI signed in with a Google account speaks to (the
+    /// same dialect, paths below `/v1internal`).
+    pub code_assist_upstream: Url,
     /// PEM files trusted for upstream TLS besides the system roots.
     pub extra_roots: Vec<PathBuf>,
     pub dlp: Dlp,
@@ -53,6 +60,8 @@ impl Default for ProxyConfig {
             bodies: BodyStorage::default(),
             anthropic_upstream: default_url(ANTHROPIC_UPSTREAM),
             openai_upstream: default_url(OPENAI_UPSTREAM),
+            google_upstream: default_url(GOOGLE_UPSTREAM),
+            code_assist_upstream: default_url(CODE_ASSIST_UPSTREAM),
             extra_roots: Vec::new(),
             dlp: Dlp::default(),
         }
@@ -200,6 +209,8 @@ fn providers(r: &mut Report, node: &Node, config: &mut ProxyConfig) {
     for (key, slot) in [
         ("anthropic", &mut config.anthropic_upstream),
         ("openai", &mut config.openai_upstream),
+        ("google", &mut config.google_upstream),
+        ("code_assist", &mut config.code_assist_upstream),
     ] {
         let Some(n) = f.get(key) else { continue };
         let path = f.path_of(key);

@@ -73,7 +73,7 @@ impl Host {
         match self {
             Host::ClaudeCode | Host::ClaudeDesktop => ModelApi::Judged("Anthropic Messages"),
             Host::Codex => ModelApi::Judged("OpenAI Responses"),
-            Host::GeminiCli => ModelApi::Unjudged("Google generateContent"),
+            Host::GeminiCli => ModelApi::Judged("Google generateContent"),
             Host::Cursor | Host::Vscode => ModelApi::Unknown,
         }
     }
@@ -145,8 +145,6 @@ impl std::fmt::Display for Host {
 pub enum ModelApi {
     /// A dialect agentsh reads: its tool calls are judged.
     Judged(&'static str),
-    /// An API agentsh does not read yet: the tool calls in it pass unjudged.
-    Unjudged(&'static str),
     /// Editors, whose model traffic goes through their vendor's own service.
     Unknown,
 }

@@ -16,7 +16,9 @@
 
 pub mod anthropic;
 pub mod dlp;
+pub mod gemini;
 pub mod host_names;
+pub mod json_array;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod request;
@@ -35,6 +37,8 @@ pub enum Dialect {
     OpenAiChat,
     /// OpenAI Responses, `POST /v1/responses`.
     OpenAiResponses,
+    /// Google `generateContent` and `streamGenerateContent`, on the Gemini API and Vertex AI.
+    GeminiGenerateContent,
 }
 
 impl Dialect {
@@ -56,6 +60,9 @@ impl Dialect {
         if path.ends_with("/v1/responses") || stored(path, "/v1/responses/", "resp_", true) {
             return Some(Self::OpenAiResponses);
         }
+        if gemini::method_of(path).is_some() {
+            return Some(Self::GeminiGenerateContent);
+        }
         None
     }
 
@@ -64,6 +71,7 @@ impl Dialect {
             Self::AnthropicMessages => "anthropic_messages",
             Self::OpenAiChat => "openai_chat",
             Self::OpenAiResponses => "openai_responses",
+            Self::GeminiGenerateContent => "gemini_generate_content",
         }
     }
 }
@@ -90,6 +98,7 @@ pub fn rewrite_body(
         Dialect::AnthropicMessages => anthropic::rewrite_body(body, judge),
         Dialect::OpenAiChat => openai_chat::rewrite_body(body, judge),
         Dialect::OpenAiResponses => openai_responses::rewrite_body(body, judge),
+        Dialect::GeminiGenerateContent => gemini::rewrite_body(body, judge),
     }
 }
 
@@ -99,6 +108,7 @@ pub enum Stream {
     Anthropic(anthropic::Stream),
     OpenAiChat(openai_chat::Stream),
     OpenAiResponses(openai_responses::Stream),
+    Gemini(gemini::Stream),
 }
 
 impl Stream {
@@ -109,7 +119,13 @@ impl Stream {
             Dialect::OpenAiResponses => {
                 Self::OpenAiResponses(openai_responses::Stream::new(limits))
             }
+            Dialect::GeminiGenerateContent => Self::Gemini(gemini::Stream::sse(limits)),
         }
+    }
+
+    /// Google's stream without `alt=sse`: a JSON array of response chunks.
+    pub fn gemini_json_array(limits: Limits) -> Self {
+        Self::Gemini(gemini::Stream::json_array(limits))
     }
 
     /// Bytes from upstream, split anywhere; what to forward is appended to `out`.
@@ -118,6 +134,7 @@ impl Stream {
             Self::Anthropic(s) => s.push(bytes, judge, out),
             Self::OpenAiChat(s) => s.push(bytes, judge, out),
             Self::OpenAiResponses(s) => s.push(bytes, judge, out),
+            Self::Gemini(s) => s.push(bytes, judge, out),
         }
     }
 
@@ -127,6 +144,7 @@ impl Stream {
             Self::Anthropic(s) => s.finish(judge, out),
             Self::OpenAiChat(s) => s.finish(judge, out),
             Self::OpenAiResponses(s) => s.finish(judge, out),
+            Self::Gemini(s) => s.finish(judge, out),
         }
     }
 
@@ -135,6 +153,7 @@ impl Stream {
             Self::Anthropic(s) => s.is_broken(),
             Self::OpenAiChat(s) => s.is_broken(),
             Self::OpenAiResponses(s) => s.is_broken(),
+            Self::Gemini(s) => s.is_broken(),
         }
     }
 
@@ -145,6 +164,7 @@ impl Stream {
             Self::Anthropic(s) => s.delivered_end(),
             Self::OpenAiChat(s) => s.delivered_end(),
             Self::OpenAiResponses(s) => s.delivered_end(),
+            Self::Gemini(s) => s.delivered_end(),
         }
     }
 }

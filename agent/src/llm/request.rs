@@ -8,7 +8,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::Dialect;
+use super::{Dialect, gemini};
 
 /// A request's facts, as far as the proxy needs them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +31,26 @@ struct Body<'a> {
     /// OpenAI Responses: a string, or a list of items.
     #[serde(default, borrow)]
     input: Option<&'a RawValue>,
+    /// Google generateContent.
+    #[serde(default, borrow)]
+    contents: Option<Vec<Content<'a>>>,
+    /// Code Assist (Gemini CLI signed in with Google): the generateContent request inside.
+    #[serde(default, borrow)]
+    request: Option<Wrapped<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Wrapped<'a> {
+    #[serde(default, borrow)]
+    contents: Option<Vec<Content<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct Content<'a> {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default, borrow)]
+    parts: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -49,9 +69,26 @@ struct Block {
     kind: Option<String>,
 }
 
-/// Reads a request body of `dialect`; `None` when it is not a JSON object of that shape.
-pub fn facts(dialect: Dialect, body: &[u8]) -> Option<RequestFacts> {
+/// Reads a request of `dialect` to `path`; `None` when its body is not a JSON object of that
+/// shape. Google's API names the model and whether it streams in the path.
+pub fn facts(dialect: Dialect, path: &str, body: &[u8]) -> Option<RequestFacts> {
     let body: Body = serde_json::from_slice(body).ok()?;
+    if dialect == Dialect::GeminiGenerateContent {
+        let path = path.split(['?', '#']).next().unwrap_or_default();
+        let contents = body
+            .contents
+            .as_deref()
+            .or_else(|| body.request.as_ref().and_then(|r| r.contents.as_deref()));
+        return Some(RequestFacts {
+            // Code Assist names the model in the body.
+            model: gemini::model_of(path).map(str::to_owned).or(body.model),
+            stream: gemini::method_of(path) == Some(gemini::Method::Stream),
+            new_turn: contents.and_then(<[_]>::last).is_some_and(|last| {
+                last.role.as_deref().is_none_or(|r| r == "user")
+                    && !only_function_responses(last.parts)
+            }),
+        });
+    }
     let new_turn = match dialect {
         Dialect::AnthropicMessages => {
             body.messages
@@ -67,6 +104,7 @@ pub fn facts(dialect: Dialect, body: &[u8]) -> Option<RequestFacts> {
             .and_then(<[_]>::last)
             .is_some_and(|last| last.role.as_deref() == Some("user")),
         Dialect::OpenAiResponses => body.input.is_some_and(responses_new_turn),
+        Dialect::GeminiGenerateContent => false,
     };
     Some(RequestFacts {
         model: body.model,
@@ -92,6 +130,29 @@ fn only_tool_results(content: Option<&RawValue>) -> bool {
     }
 }
 
+/// Google: a user turn whose parts are all `functionResponse` carries results back.
+fn only_function_responses(parts: Option<&RawValue>) -> bool {
+    #[derive(Deserialize)]
+    struct Part<'a> {
+        #[serde(default, borrow, rename = "functionResponse")]
+        function_response: Option<&'a RawValue>,
+        #[serde(default, borrow, rename = "function_response")]
+        proto_function_response: Option<&'a RawValue>,
+    }
+    let Some(parts) = parts else {
+        return false;
+    };
+    match serde_json::from_str::<Vec<Part>>(parts.get()) {
+        Ok(parts) => {
+            !parts.is_empty()
+                && parts
+                    .iter()
+                    .all(|p| p.function_response.is_some() || p.proto_function_response.is_some())
+        }
+        Err(_) => false,
+    }
+}
+
 /// Responses: a string input, or a last item that is a user message (not a
 /// `function_call_output` or another tool's output).
 fn responses_new_turn(input: &RawValue) -> bool {
@@ -112,7 +173,7 @@ mod tests {
     use super::*;
 
     fn turn(dialect: Dialect, body: &str) -> bool {
-        facts(dialect, body.as_bytes()).unwrap().new_turn
+        facts(dialect, "/", body.as_bytes()).unwrap().new_turn
     }
 
     #[test]
@@ -120,6 +181,7 @@ mod tests {
         let a = Dialect::AnthropicMessages;
         let f = facts(
             a,
+            "/v1/messages",
             br#"{"model":"claude-x","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
         )
         .unwrap();
@@ -143,8 +205,8 @@ mod tests {
             r#"{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"},{"type":"text","text":"now this"}]}]}"#
         ));
         assert!(!turn(a, r#"{"messages":[]}"#));
-        assert!(facts(a, b"[1]").is_none());
-        assert!(facts(a, b"{").is_none());
+        assert!(facts(a, "/", b"[1]").is_none());
+        assert!(facts(a, "/", b"{").is_none());
     }
 
     #[test]
@@ -174,7 +236,7 @@ mod tests {
             {"type":"tool_search_output","call_id":"ts1","execution":"client","tools":[{"type":"namespace","name":"mcp__fs","tools":[]}]},
             {"type":"function_call","name":"write_file","namespace":"mcp__fs","arguments":"{}","call_id":"c1"},
             {"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"ok"}]}]}"#;
-        let codex_facts = facts(r, codex.as_bytes()).unwrap();
+        let codex_facts = facts(r, "/v1/responses", codex.as_bytes()).unwrap();
         assert!(!codex_facts.new_turn);
         assert!(codex_facts.stream);
         assert_eq!(codex_facts.model.as_deref(), Some("gpt-5.5"));
@@ -186,5 +248,40 @@ mod tests {
         );
         assert_ne!(searched, codex);
         assert!(!turn(r, &searched), "a tool search's output is no new turn");
+    }
+
+    #[test]
+    fn gemini_turns() {
+        let g = Dialect::GeminiGenerateContent;
+        let path = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse";
+        let asked = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[]}"#;
+        assert_eq!(
+            facts(g, path, asked.as_bytes()),
+            Some(RequestFacts {
+                model: Some("gemini-2.5-pro".into()),
+                stream: true,
+                new_turn: true
+            })
+        );
+        let answered = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"functionCall":{"name":"x","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"name":"x","response":{"ok":1}}}]}]}"#;
+        let f = facts(g, "/v1beta/models/m:generateContent", answered.as_bytes()).unwrap();
+        assert!(!f.stream);
+        assert!(!f.new_turn);
+        // No role is the user's.
+        assert!(
+            facts(g, path, br#"{"contents":[{"parts":[{"text":"x"}]}]}"#)
+                .unwrap()
+                .new_turn
+        );
+        assert!(!facts(g, path, br#"{"contents":[]}"#).unwrap().new_turn);
+        let code_assist = r#"{"model":"gemini-2.5-pro","project":"p","request":{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}}"#;
+        let f = facts(
+            g,
+            "/v1internal:streamGenerateContent?alt=sse",
+            code_assist.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(f.model.as_deref(), Some("gemini-2.5-pro"));
+        assert!(f.stream && f.new_turn);
     }
 }

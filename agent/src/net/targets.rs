@@ -12,9 +12,41 @@ use crate::proxy::Provider;
 /// The hosts the transparent proxy terminates.
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
-    llm: Vec<(String, u16, Provider)>,
+    llm: Vec<LlmHost>,
     mcp: Vec<McpTarget>,
 }
+
+/// A provider's API host.
+#[derive(Debug, Clone)]
+struct LlmHost {
+    /// Lowercase; with `suffix`, the end of the name (`-aiplatform.googleapis.com`).
+    name: String,
+    suffix: bool,
+    port: u16,
+    provider: Provider,
+}
+
+impl LlmHost {
+    fn matches(&self, sni: &str, port: u16) -> bool {
+        if self.port != port {
+            return false;
+        }
+        if !self.suffix {
+            return self.name.eq_ignore_ascii_case(sni);
+        }
+        sni.len() > self.name.len()
+            && sni.is_char_boundary(sni.len() - self.name.len())
+            && sni[sni.len() - self.name.len()..].eq_ignore_ascii_case(&self.name)
+    }
+}
+
+/// Vertex AI's hosts (the global `aiplatform.googleapis.com` and the regional
+/// `{region}-aiplatform.googleapis.com`): the Gemini dialect under another path, whatever
+/// `providers.google.upstream` says for the explicit proxy.
+const VERTEX_HOSTS: [(&str, bool); 2] = [
+    ("aiplatform.googleapis.com", false),
+    ("-aiplatform.googleapis.com", true),
+];
 
 /// A declared network MCP server (`type: http` or `sse` with a `url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,13 +86,25 @@ impl Targets {
         policy: &McpPolicy,
         resolve: impl Fn(&str, u16) -> Vec<IpAddr>,
     ) -> Self {
-        let llm = providers
+        let mut llm: Vec<LlmHost> = providers
             .iter()
             .filter_map(|(provider, url)| {
-                let host = url.host_str()?.to_ascii_lowercase();
-                Some((host, url.port_or_known_default()?, *provider))
+                Some(LlmHost {
+                    name: url.host_str()?.to_ascii_lowercase(),
+                    suffix: false,
+                    port: url.port_or_known_default()?,
+                    provider: *provider,
+                })
             })
             .collect();
+        if providers.iter().any(|(p, _)| *p == Provider::Google) {
+            llm.extend(VERTEX_HOSTS.iter().map(|(name, suffix)| LlmHost {
+                name: (*name).to_owned(),
+                suffix: *suffix,
+                port: 443,
+                provider: Provider::Google,
+            }));
+        }
         let mcp = policy
             .servers
             .iter()
@@ -92,7 +136,7 @@ impl Targets {
     /// worth waiting for); others are passed or refused without reading a byte, so protocols
     /// where the server speaks first (SSH, SMTP) are not held up.
     pub fn inspects_port(&self, port: u16) -> bool {
-        self.llm.iter().any(|(_, p, _)| *p == port) || self.mcp.iter().any(|t| t.port == port)
+        self.llm.iter().any(|h| h.port == port) || self.mcp.iter().any(|t| t.port == port)
     }
 
     /// A TLS connection to `original` that asked for `sni`.
@@ -100,12 +144,8 @@ impl Targets {
         let port = original.port();
         if let Some(sni) = sni {
             let sni = sni.trim_end_matches('.');
-            if let Some((_, _, provider)) = self
-                .llm
-                .iter()
-                .find(|(host, p, _)| *p == port && host.eq_ignore_ascii_case(sni))
-            {
-                return Class::Llm(*provider);
+            if let Some(host) = self.llm.iter().find(|h| h.matches(sni, port)) {
+                return Class::Llm(host.provider);
             }
         }
         self.mcp
@@ -171,10 +211,12 @@ sandbox:
         .unwrap();
         let anthropic = Url::parse("https://api.anthropic.com").unwrap();
         let openai = Url::parse("https://api.openai.com/").unwrap();
+        let google = Url::parse("https://generativelanguage.googleapis.com").unwrap();
         Targets::new(
             &[
                 (Provider::Anthropic, &anthropic),
                 (Provider::OpenAi, &openai),
+                (Provider::Google, &google),
             ],
             policy.mcp(),
             |name, _| {
@@ -208,6 +250,27 @@ sandbox:
             Class::Other
         );
         assert_eq!(t.tls(any, Some("example.org")), Class::Other);
+        assert_eq!(
+            t.tls(any, Some("generativelanguage.googleapis.com")),
+            Class::Llm(Provider::Google)
+        );
+        // Vertex AI: global and regional.
+        for vertex in [
+            "aiplatform.googleapis.com",
+            "us-central1-aiplatform.googleapis.com",
+            "EUROPE-WEST4-aiplatform.googleapis.com",
+        ] {
+            assert_eq!(
+                t.tls(any, Some(vertex)),
+                Class::Llm(Provider::Google),
+                "{vertex}"
+            );
+        }
+        assert_eq!(
+            t.tls(any, Some("x.aiplatform.googleapis.com.evil.example")),
+            Class::Other
+        );
+        assert_eq!(t.tls(any, Some("-aiplatform.googleapis.com")), Class::Other);
         assert_eq!(t.tls(any, None), Class::Other);
         assert!(t.inspects_port(443) && t.inspects_port(8931) && !t.inspects_port(22));
     }

@@ -87,6 +87,8 @@ pub fn start(
         providers: vec![
             (Provider::Anthropic, config.proxy.anthropic_upstream.clone()),
             (Provider::OpenAi, config.proxy.openai_upstream.clone()),
+            (Provider::Google, config.proxy.google_upstream.clone()),
+            (Provider::Google, config.proxy.code_assist_upstream.clone()),
         ],
         other_traffic: kernel.other_traffic,
     };

@@ -148,7 +148,9 @@ impl Proxy {
         let mut headers = head.headers;
         let body = self.prepare_request(route, &mut headers, body, record)?;
         record.request_bytes = body.len() as u64;
-        let facts = route.dialect.and_then(|d| llm::request::facts(d, &body));
+        let facts = route
+            .dialect
+            .and_then(|d| llm::request::facts(d, &route.path_and_query, &body));
         if let Some(facts) = &facts {
             record.model.clone_from(&facts.model);
             record.streamed = facts.stream;
@@ -179,6 +181,11 @@ impl Proxy {
                 let base = match route.provider {
                     Provider::Anthropic => &self.config.anthropic_upstream,
                     Provider::OpenAi => &self.config.openai_upstream,
+                    // Code Assist's paths start with its API version.
+                    Provider::Google if route.path_and_query.starts_with("/v1internal") => {
+                        &self.config.code_assist_upstream
+                    }
+                    Provider::Google => &self.config.google_upstream,
                 };
                 route.upstream_url(base)
             }
@@ -226,19 +233,22 @@ impl Proxy {
                 "the upstream answered a request without `stream` with an event stream".to_owned(),
             ));
         }
-        if sse {
+        // Google streams a JSON array of chunks unless asked for `alt=sse`.
+        let json_array = !sse
+            && dialect == Dialect::GeminiGenerateContent
+            && facts.as_ref().is_some_and(|f| f.stream);
+        if sse || json_array {
             record.streamed = true;
             let decoder = (!codings.is_empty()).then(|| Decoder::new(&codings, MAX_RESPONSE_BYTES));
             head.headers.remove(header::CONTENT_ENCODING);
             head.headers.remove(header::CONTENT_LENGTH);
             let judge = self.judge(dialect, record);
-            let body = Intercepted::new(
-                upstream_body,
-                decoder,
-                Stream::new(dialect, self.limits),
-                judge,
-                take(record),
-            );
+            let stream = if json_array {
+                Stream::gemini_json_array(self.limits)
+            } else {
+                Stream::new(dialect, self.limits)
+            };
+            let body = Intercepted::new(upstream_body, decoder, stream, judge, take(record));
             return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
         }
         self.buffered(head, upstream_body, dialect, &codings, record)
@@ -452,6 +462,9 @@ fn error_response(provider: Provider, status: StatusCode, reason: &str) -> Respo
         Provider::OpenAi => json!({
             "error": {"message": message, "type": "agentsh_error", "param": null, "code": null},
         }),
+        Provider::Google => json!({
+            "error": {"code": status.as_u16(), "message": message, "status": google_status(status)},
+        }),
     };
     let mut response = Response::new(full(Bytes::from(body.to_string())));
     *response.status_mut() = status;
@@ -460,6 +473,20 @@ fn error_response(provider: Provider, status: StatusCode, reason: &str) -> Respo
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// The canonical status name Google's APIs pair with an HTTP status.
+fn google_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 413 | 415 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        408 | 504 => "DEADLINE_EXCEEDED",
+        429 => "RESOURCE_EXHAUSTED",
+        502 | 503 => "UNAVAILABLE",
+        _ => "INTERNAL",
+    }
 }
 
 /// An error and its causes on one line (hyper's errors say little at the top).
@@ -532,5 +559,10 @@ mod tests {
             openai.headers()[header::CONTENT_TYPE],
             HeaderValue::from_static("application/json")
         );
+        assert_eq!(
+            google_status(StatusCode::PAYLOAD_TOO_LARGE),
+            "INVALID_ARGUMENT"
+        );
+        assert_eq!(google_status(StatusCode::BAD_GATEWAY), "UNAVAILABLE");
     }
 }

@@ -4,7 +4,7 @@
 //! agent sees it.
 //!
 //! `agentshctl run --no-kernel` points the agent's SDKs here (ANTHROPIC_BASE_URL,
-//! OPENAI_BASE_URL); the transparent path hands its decrypted connections to the same
+//! OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL); the transparent path hands its decrypted connections to the same
 //! [`Proxy::exchange`].
 
 mod body;
@@ -38,7 +38,7 @@ use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
 pub use body::BoxError;
 pub use exchange::{ResponseBody, Via, full};
-pub use route::{ANTHROPIC_PREFIX, OPENAI_PREFIX, Provider};
+pub use route::{ANTHROPIC_PREFIX, GOOGLE_PREFIX, OPENAI_PREFIX, Provider};
 use upstream::{Upstream, UpstreamError};
 
 /// Connections served at once.
@@ -104,6 +104,13 @@ impl Running {
     pub fn openai_base_url(&self) -> Option<String> {
         self.listen
             .map(|addr| format!("http://{addr}{OPENAI_PREFIX}/v1"))
+    }
+
+    /// What Google's SDKs (and Gemini CLI) take as GOOGLE_GEMINI_BASE_URL (they add the API
+    /// version themselves).
+    pub fn google_base_url(&self) -> Option<String> {
+        self.listen
+            .map(|addr| format!("http://{addr}{GOOGLE_PREFIX}"))
     }
 }
 

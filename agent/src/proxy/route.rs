@@ -1,8 +1,9 @@
 //! Which provider a request is for, and where it goes upstream.
 //!
 //! `agentshctl run --no-kernel` gives each SDK its own prefix (`ANTHROPIC_BASE_URL=…/anthropic`,
-//! `OPENAI_BASE_URL=…/openai/v1`). A request without one goes by its path (`/v1/messages` is
-//! Anthropic's), then by its headers (`anthropic-version`, `x-api-key`), else to OpenAI.
+//! `OPENAI_BASE_URL=…/openai/v1`, `GOOGLE_GEMINI_BASE_URL=…/google`). A request without one goes
+//! by its path (`/v1/messages` is Anthropic's, `…:generateContent` Google's), then by its
+//! headers (`anthropic-version`, `x-api-key`; `x-goog-api-key`), else to OpenAI.
 
 use http::HeaderMap;
 use url::Url;
@@ -13,6 +14,7 @@ use crate::llm::Dialect;
 pub enum Provider {
     Anthropic,
     OpenAi,
+    Google,
 }
 
 impl Provider {
@@ -20,6 +22,7 @@ impl Provider {
         match self {
             Self::Anthropic => "anthropic",
             Self::OpenAi => "openai",
+            Self::Google => "google",
         }
     }
 }
@@ -27,6 +30,7 @@ impl Provider {
 /// Prefixes that name the provider; removed before the request goes upstream.
 pub const ANTHROPIC_PREFIX: &str = "/anthropic";
 pub const OPENAI_PREFIX: &str = "/openai";
+pub const GOOGLE_PREFIX: &str = "/google";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -43,6 +47,8 @@ impl Route {
             (Provider::Anthropic, rest)
         } else if let Some(rest) = strip_prefix(path_and_query, OPENAI_PREFIX) {
             (Provider::OpenAi, rest)
+        } else if let Some(rest) = strip_prefix(path_and_query, GOOGLE_PREFIX) {
+            (Provider::Google, rest)
         } else {
             (guess(path_and_query, headers), path_and_query)
         };
@@ -96,6 +102,7 @@ fn provider_of(dialect: Dialect) -> Provider {
     match dialect {
         Dialect::AnthropicMessages => Provider::Anthropic,
         Dialect::OpenAiChat | Dialect::OpenAiResponses => Provider::OpenAi,
+        Dialect::GeminiGenerateContent => Provider::Google,
     }
 }
 
@@ -109,6 +116,8 @@ fn guess(path: &str, headers: &HeaderMap) -> Provider {
         || headers.contains_key("x-api-key")
     {
         Provider::Anthropic
+    } else if headers.contains_key("x-goog-api-key") || path.contains(":countTokens") {
+        Provider::Google
     } else {
         Provider::OpenAi
     }
@@ -166,6 +175,32 @@ mod tests {
             Route::of("/v1/models", &headers).provider,
             Provider::Anthropic
         );
+        let r = route("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse");
+        assert_eq!(
+            (r.provider, r.dialect),
+            (Provider::Google, Some(Dialect::GeminiGenerateContent))
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert("x-goog-api-key", "k".parse().unwrap());
+        assert_eq!(
+            Route::of("/v1beta/models", &headers).provider,
+            Provider::Google
+        );
+    }
+
+    #[test]
+    fn the_google_prefix() {
+        let r = route("/google/v1beta/models/gemini-2.5-flash:generateContent");
+        assert_eq!(
+            (r.provider, r.dialect),
+            (Provider::Google, Some(Dialect::GeminiGenerateContent))
+        );
+        assert_eq!(
+            r.path_and_query,
+            "/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        let r = route("/google/v1beta/models/gemini-2.5-flash:countTokens");
+        assert_eq!((r.provider, r.dialect), (Provider::Google, None));
     }
 
     #[test]

@@ -111,9 +111,6 @@ fn model_line(host: Host, paths: &Paths) -> String {
         ModelApi::Judged(api) => format!(
             "agentshctl: warning: {who}'s model traffic ({api}) is NOT judged: agentshd has neither kernel enforcement nor an LLM proxy"
         ),
-        ModelApi::Unjudged(api) => format!(
-            "agentshctl: warning: {who}'s model traffic ({api}) is NOT judged: agentsh does not read that API yet; only its MCP servers are guarded"
-        ),
         ModelApi::Unknown => format!(
             "agentshctl: warning: {who}'s model traffic goes through its vendor's service and is NOT judged; only its MCP servers are guarded"
         ),

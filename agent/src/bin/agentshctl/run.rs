@@ -179,7 +179,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         eprintln!(
             "agentshctl: agentshd has no kernel enforcement: {}",
             if created.proxy.is_some() {
-                "the agent's SDKs are pointed at its LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL)"
+                "the agent's SDKs are pointed at its LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL)"
             } else {
                 "and no LLM proxy (proxy.listen): only the MCP servers started through the launcher shims are guarded"
             }
@@ -206,10 +206,16 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     message.push('\n');
     if let (true, Some(proxy)) = (explicit, &created.proxy) {
         for (name, value) in [
-            ("ANTHROPIC_BASE_URL", &proxy.anthropic_base_url),
-            ("OPENAI_BASE_URL", &proxy.openai_base_url),
+            ("ANTHROPIC_BASE_URL", Some(&proxy.anthropic_base_url)),
+            ("OPENAI_BASE_URL", Some(&proxy.openai_base_url)),
+            // Gemini CLI and Google's SDKs; Gemini CLI signed in with Google speaks to Code
+            // Assist, whose paths the proxy tells apart.
+            ("GOOGLE_GEMINI_BASE_URL", proxy.google_base_url.as_ref()),
+            ("CODE_ASSIST_ENDPOINT", proxy.google_base_url.as_ref()),
         ] {
-            message.push_str(&format!("{name}={value}\n"));
+            if let Some(value) = value {
+                message.push_str(&format!("{name}={value}\n"));
+            }
         }
         // Codex reads no base-URL variable, only its own setting: given on its command line,
         // where it overrides every configuration layer but the administrator's.
