@@ -22,7 +22,7 @@ fn main() {
         }
         std::hint::black_box(out);
     };
-    use Dialect::{AnthropicMessages, OpenAiChat, OpenAiResponses};
+    use Dialect::{AnthropicMessages, GeminiGenerateContent, OpenAiChat, OpenAiResponses};
     let cases = [
         (
             "anthropic, text only",
@@ -45,6 +45,16 @@ fn main() {
             "openai responses, tool-heavy",
             responses_stream(10, 200),
             OpenAiResponses,
+        ),
+        (
+            "gemini, text only",
+            gemini_stream(2000, 0),
+            GeminiGenerateContent,
+        ),
+        (
+            "gemini, tool-heavy",
+            gemini_stream(10, 200),
+            GeminiGenerateContent,
         ),
     ];
     for (name, stream, dialect) in cases {
@@ -275,5 +285,34 @@ fn responses_stream(text_deltas: usize, calls: usize) -> Vec<u8> {
         "response.completed",
         json!({"response": response("completed", json!(output))}),
     );
+    out
+}
+
+/// Google's `alt=sse` stream: `text_deltas` text chunks, then `calls` functionCall parts in
+/// chunks of two (parallel calls), the last chunk with finishReason and usage.
+fn gemini_stream(text_deltas: usize, calls: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = |parts: serde_json::Value, last: bool| {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if last {
+            candidate["finishReason"] = json!("STOP");
+        }
+        let data = json!({"candidates": [candidate], "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}, "modelVersion": "gemini-2.5-pro", "responseId": "r1"});
+        out.extend_from_slice(format!("data: {data}\r\n\r\n").as_bytes());
+    };
+    for i in 0..text_deltas {
+        chunk(
+            json!([{"text": format!("word{i} and some more text to read ")}]),
+            false,
+        );
+    }
+    let call = |c: usize| json!({"functionCall": {"name": "mcp_fs_read_file", "args": {"path": format!("/home/dev/project/src/module_{c}/file.rs"), "note": "x".repeat(400)}}});
+    let mut c = 0;
+    while c < calls {
+        let parts: Vec<serde_json::Value> = (c..(c + 2).min(calls)).map(call).collect();
+        c += parts.len();
+        chunk(json!(parts), false);
+    }
+    chunk(json!([{"text": ""}]), true);
     out
 }

@@ -66,6 +66,10 @@ fn main() {
             engine.tools_listed(&session, server, &tools);
         }
         let patterns = agentsh::llm::host_names::default_tool_names();
+        let workspace = agentsh::native::Workspace {
+            home: Some("/home/dev".into()),
+            cwd: Some("/home/dev/project".into()),
+        };
         let call = agentsh::llm::ToolCall {
             id: "toolu_1".into(),
             name: name.to_owned(),
@@ -80,6 +84,7 @@ fn main() {
                     request_id: "r",
                     call: &call,
                     patterns: &patterns,
+                    workspace: &workspace,
                 },
             ));
         })

@@ -18,6 +18,7 @@ pub mod kernel;
 pub mod launch;
 pub mod llm;
 pub mod mcp;
+pub mod native;
 pub mod net;
 pub mod policy;
 pub mod process;

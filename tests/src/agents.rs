@@ -49,6 +49,24 @@ impl Agent {
         }
     }
 
+    /// The agent's own shell tool.
+    pub fn shell_tool(self) -> &'static str {
+        match self {
+            Agent::Claude => "Bash",
+            Agent::Codex => "exec_command",
+            Agent::Gemini => "run_shell_command",
+        }
+    }
+
+    /// The arguments of a call of the agent's shell running `line`.
+    pub fn shell_arguments(self, line: &str) -> Value {
+        match self {
+            Agent::Claude => json!({"command": line, "description": "Run the installer"}),
+            Agent::Codex => json!({"cmd": line}),
+            Agent::Gemini => json!({"command": line, "description": "Run the installer"}),
+        }
+    }
+
     /// The command line that asks the agent `prompt`, headless.
     pub fn command(self, prompt: &str) -> Vec<String> {
         let words: Vec<&str> = match self {
@@ -58,8 +76,10 @@ impl Agent {
                 "claude",
                 "-p",
                 prompt,
+                // Its shell too: only agentsh stands between the model and it.
                 "--allowedTools",
                 "mcp__fs",
+                "Bash",
                 "--output-format",
                 "text",
             ],
@@ -248,7 +268,7 @@ pub fn shell_quote(word: &str) -> String {
 
 /// The scripted model: WRITE_IT writes `write_path`, READ_IT reads `read_path`; each final
 /// answer quotes the tool's result between `RESULT<<` and `>>`.
-pub fn script(write_path: &Path, read_path: &Path) -> Value {
+pub fn script(agent: Agent, write_path: &Path, read_path: &Path, shell_line: &str) -> Value {
     json!({
         "turns": [
             {"prompt_contains": "WRITE_IT",
@@ -258,6 +278,11 @@ pub fn script(write_path: &Path, read_path: &Path) -> Value {
             {"prompt_contains": "READ_IT",
              "call": {"server": SERVER, "tool": "read_file",
                       "arguments": {"path": read_path}},
+             "final": "RESULT<<{result}>>"},
+            // The agent's own shell, as each names it and its argument.
+            {"prompt_contains": "SHELL_IT",
+             "call": {"server": "host", "tool": "shell", "arguments": agent.shell_arguments(shell_line)},
+             "tool_name": agent.shell_tool(),
              "final": "RESULT<<{result}>>"}
         ],
         "default_text": "OK."

@@ -61,7 +61,7 @@ pub use proxy::{BodyStorage, Dlp, DlpPattern, ProxyConfig};
 pub use retention::RetentionConfig;
 pub use schema::{
     ArgumentMatch, Burst, CrossServer, CrossServerFlow, CustomPattern, DEFAULT_MAX_MESSAGE_BYTES,
-    Detection, McpPolicy, NameSimilarity, OutputInspection, Policy, RateLimit, RateLimits,
-    ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit, ServerReference, ServerRequests,
-    ShadowTool, ToolSelector, VersionPinning,
+    Detection, HostRule, HostSelector, McpPolicy, NameSimilarity, OutputInspection, Policy,
+    RateLimit, RateLimits, ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit,
+    ServerReference, ServerRequests, ShadowTool, ToolSelector, VersionPinning,
 };

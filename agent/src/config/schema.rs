@@ -66,6 +66,8 @@ pub struct McpPolicy {
     pub blocked_tools: Vec<NameGlob>,
     /// Argument rules, in file order.
     pub rules: Vec<Rule>,
+    /// Rules on the agents' own tools (`match.host`), in file order.
+    pub host_rules: Vec<HostRule>,
     pub version_pinning: VersionPinning,
     pub rate_limits: RateLimits,
     pub cross_server: CrossServer,
@@ -90,6 +92,7 @@ impl Default for McpPolicy {
             denied_tools: Vec::new(),
             blocked_tools: Vec::new(),
             rules: Vec::new(),
+            host_rules: Vec::new(),
             version_pinning: VersionPinning::default(),
             rate_limits: RateLimits::default(),
             cross_server: CrossServer::default(),
@@ -169,6 +172,42 @@ impl Rule {
             Some(glob) => !packages.is_empty() && packages.iter().all(|p| glob.matches(p)),
         };
         self.server.matches(server) && package_ok && self.tool.matches(tool)
+    }
+}
+
+/// A rule with `match.host`: it judges the agents' own tools (a shell, file writes and
+/// edits, reads, fetches) by what they act on; MCP tools never meet it.
+#[derive(Clone, Debug)]
+pub struct HostRule {
+    pub id: String,
+    /// `match.host`: categories and tool names, any of which selects a call.
+    pub tools: Vec<HostSelector>,
+    /// `match.argument_patterns` over the call's view (see [`crate::native`]); all must match.
+    pub arguments: Vec<ArgumentMatch>,
+    pub decision: Decision,
+    pub reason: Option<String>,
+    pub span: Location,
+}
+
+/// One entry of `match.host`.
+#[derive(Clone, Debug)]
+pub enum HostSelector {
+    /// `*`: every host tool.
+    Any,
+    /// A category of the shared vocabulary (`shell`, `write` ...): every agent's tool of it.
+    Category(crate::native::Category),
+    /// A tool by the agent's own name (`Bash`, `exec_command`), a glob.
+    Tool(NameGlob),
+}
+
+impl HostRule {
+    /// Whether the rule applies to a call of the host tool `name`, of `category`.
+    pub fn matches_tool(&self, name: &str, category: crate::native::Category) -> bool {
+        self.tools.iter().any(|t| match t {
+            HostSelector::Any => true,
+            HostSelector::Category(c) => *c == category,
+            HostSelector::Tool(glob) => glob.matches(name),
+        })
     }
 }
 

@@ -484,6 +484,76 @@ fn argument_pattern_forms() {
 }
 
 #[test]
+fn rules_on_the_agents_own_tools() {
+    let p = ok(r#"
+sandbox:
+  mcp:
+    rules:
+      - id: mcp
+        match: {tool_name: write_file}
+        decision: block
+      - id: pipes
+        match: {host: shell, argument_patterns: {pipeline: {regex: 'curl \| sh'}}}
+        decision: block
+      - id: exact
+        match: {host: [Bash, "mcp__*", write], argument_patterns: {"*": "~/.ssh/**"}}
+        decision: audit
+"#);
+    let m = p.mcp();
+    assert_eq!(m.rules.len(), 1, "host rules are not MCP rules");
+    assert_eq!(m.host_rules.len(), 2);
+    let pipes = &m.host_rules[0];
+    assert!(pipes.matches_tool("exec_command", crate::native::Category::Shell));
+    assert!(!pipes.matches_tool("Write", crate::native::Category::Write));
+    let exact = &m.host_rules[1];
+    assert!(exact.matches_tool("Bash", crate::native::Category::Shell));
+    assert!(exact.matches_tool("write_file", crate::native::Category::Write));
+    assert!(!exact.matches_tool("Read", crate::native::Category::Read));
+    assert_eq!(
+        warnings(
+            r#"
+sandbox:
+  mcp:
+    rules:
+      - id: typo
+        match: {host: [shell, Bsh]}
+        decision: block
+      - id: field
+        match: {host: [shell, write], argument_patterns: {cmd: x, path: y}}
+        decision: block
+"#
+        ),
+        [
+            "p.yaml:6:31: warning: `sandbox.mcp.rules[0].match.host[1]`: `Bsh` is neither a category (shell, write, edit, read, fetch, search, other) nor a tool of Claude Code, Codex CLI or Gemini CLI that agentsh knows; it applies only to a host tool of exactly that name; did you mean `Bash`?",
+            "p.yaml:9:59: warning: `sandbox.mcp.rules[1].match.argument_patterns.cmd`: a `shell` call has no field `cmd` (its fields: command, program, pipeline, writes, reads, urls, network, downloads_to_interpreter, decodes_to_interpreter, workdir, detected); the rule only applies to a tool whose own arguments have one",
+            "p.yaml:9:67: warning: `sandbox.mcp.rules[1].match.argument_patterns.path`: a `shell` call has no field `path` (its fields: command, program, pipeline, writes, reads, urls, network, downloads_to_interpreter, decodes_to_interpreter, workdir, detected); the rule only applies to a tool whose own arguments have one",
+        ]
+    );
+    assert_eq!(
+        errors(
+            r#"
+sandbox:
+  mcp:
+    rules:
+      - id: both
+        match: {host: shell, tool_name: Bash}
+        decision: block
+      - id: none
+        match: {host: []}
+        decision: block
+      - id: both
+        match: {host: read}
+        decision: block
+"#
+        ),
+        [
+            "p.yaml:6:30: error: `sandbox.mcp.rules[0].match`: `host` names the agents' own tools, `tool_name` names MCP tools: a rule matches one or the other",
+            "p.yaml:9:23: error: `sandbox.mcp.rules[1].match.host` must name at least one category or tool",
+        ]
+    );
+}
+
+#[test]
 fn all_errors_in_one_pass() {
     let src = "sandbox:
   mcp:

@@ -16,7 +16,10 @@ pub(crate) fn validate(r: &mut Report, policy: &Policy) {
     unique(
         r,
         "rule id",
-        mcp.rules.iter().map(|x| (x.id.as_str(), x.span)),
+        mcp.rules
+            .iter()
+            .map(|x| (x.id.as_str(), x.span))
+            .chain(mcp.host_rules.iter().map(|x| (x.id.as_str(), x.span))),
     );
     unique(
         r,

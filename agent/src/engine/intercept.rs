@@ -2,9 +2,11 @@
 //!
 //! An MCP tool's call is judged by the same chain as the tools/call the shim will see (the
 //! same observation gives the same verdict), at [`Stage::Intent`]: nothing is counted, since
-//! the execution that follows is. A native tool of the host (Bash, Read ...) is not an MCP
-//! tool: it passes, recorded. A call whose arguments cannot be read is blocked whatever the
-//! policy says, since no rule could be applied to it.
+//! the execution that follows is. A tool of the agent itself (Bash, exec_command,
+//! run_shell_command ...) is read for what it acts on ([`crate::native`]) and judged by the
+//! policy's `match.host` rules: nothing else stands between the model and the agent's shell.
+//! A call whose arguments cannot be read is blocked whatever the policy says, since no rule
+//! could be applied to it.
 
 use serde_json::{Value, json};
 
@@ -12,15 +14,15 @@ use super::calls::{Stage, action_and_reason};
 use super::{CallVerdict, Engine, Session, read};
 use crate::audit::{Event, EventKind};
 use crate::config::Decision;
+use crate::inspect::{Detector, Mode, Severity};
 use crate::llm::host_names::{self, HostTool, ToolNamePattern};
 use crate::llm::{Arguments, Dialect, ToolCall};
 use crate::mcp::arguments_digest;
-use crate::policy::Verdict;
+use crate::native::{self, Category, HostCall, Workspace};
+use crate::policy::{self, HostCallRequest, Verdict};
 
 /// Rule of a call whose arguments could not be read.
 pub const UNREADABLE_RULE: &str = "llm/unreadable_arguments";
-/// Rule of a native tool's call.
-pub const NATIVE_RULE: &str = "llm/native_tool";
 
 /// One tool call found in an LLM response.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +33,8 @@ pub struct Intercepted<'a> {
     pub call: &'a ToolCall,
     /// The hosts' naming patterns, for names of tools no server of the session listed.
     pub patterns: &'a [ToolNamePattern],
+    /// Where the agent works, for the paths its own tools act on.
+    pub workspace: &'a Workspace,
 }
 
 /// What a call's name refers to in a session.
@@ -59,6 +63,7 @@ impl Engine {
         };
         let candidates = self.resolve(session, call, intercepted.patterns);
         let mut decided: Option<(Verdict, Target, Option<String>, Value)> = None;
+        let mut host: Option<HostCall> = None;
         for target in &candidates {
             let (verdict, hash, categories) = match (target, arguments) {
                 (_, Err(why)) => (
@@ -71,16 +76,24 @@ impl Engine {
                     None,
                     Value::Null,
                 ),
-                (Target::Native, Ok(_)) => (
-                    Verdict {
-                        decision: Decision::Allow,
-                        rule: NATIVE_RULE.to_owned(),
-                        reason: "a tool of the host itself, not of an MCP server".to_owned(),
-                        enforced: true,
-                    },
-                    None,
-                    Value::Null,
-                ),
+                (Target::Native, Ok(map)) => {
+                    let mut read = native::read(&call.name, map, intercepted.workspace);
+                    let rules = session.rules();
+                    if read.category == Category::Shell {
+                        detect_in_scripts(&rules.detector, &mut read);
+                    }
+                    let verdict = policy::decide_host_call(
+                        rules.mcp(),
+                        &HostCallRequest {
+                            tool: &call.name,
+                            category: read.category,
+                            view: &read.view,
+                            unreadable: read.unreadable.as_deref(),
+                        },
+                    );
+                    host = Some(read);
+                    (verdict, None, Value::Null)
+                }
                 (Target::Mcp { server, tool, .. }, Ok(map)) => {
                     let rules = session.rules();
                     let (verdict, known) =
@@ -129,6 +142,8 @@ impl Engine {
                 "name": call.name,
                 "namespace": call.namespace,
                 "native": target == Target::Native,
+                "category": host.as_ref().map(|h| h.category.as_str()),
+                "subject": host.as_ref().and_then(|h| h.subject.as_deref()),
                 "host_server": host_server,
                 "also_could_be": others,
                 "categories": categories,
@@ -138,7 +153,31 @@ impl Engine {
         self.record(session, event);
         CallVerdict::of(verdict, hash)
     }
+}
 
+/// The detector's shell rules over every script a command runs (the command and what was
+/// unwrapped or decoded from it), as the view's `detected` field: the rule ids found at high
+/// severity or above.
+fn detect_in_scripts(detector: &Detector, read: &mut HostCall) {
+    let scripts: Vec<&str> = read
+        .view
+        .get("command")
+        .and_then(Value::as_array)
+        .map(|s| s.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut detected: Vec<Value> = Vec::new();
+    for script in scripts {
+        for finding in detector.scan_text(script, "$.command", Mode::Arguments) {
+            let id = Value::String(finding.rule);
+            if finding.severity >= Severity::High && !detected.contains(&id) {
+                detected.push(id);
+            }
+        }
+    }
+    read.view.insert("detected".into(), Value::Array(detected));
+}
+
+impl Engine {
     /// What a call's name may refer to, never empty. First exactly, by each host's own naming
     /// of the tools the session's servers listed (every tool it could be, in a stable order);
     /// then, for a tool no server listed, by the patterns: the session's servers whose

@@ -253,18 +253,26 @@ impl Front {
         };
         let origin = Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name));
         let proxy = Arc::clone(&self.proxy);
+        let pid = original.pid;
+        let workspace = tokio::task::spawn_blocking(move || {
+            crate::proxy::workspace::of_process(Some(pid), None)
+        })
+        .await
+        .unwrap_or_default();
+        let workspace = Arc::new(workspace);
         let service = service_fn(move |request| {
-            let (proxy, origin, session) = (
+            let (proxy, origin, session, workspace) = (
                 Arc::clone(&proxy),
                 Arc::clone(&origin),
                 Arc::clone(&session),
+                Arc::clone(&workspace),
             );
             async move {
                 let via = Via::Origin {
                     provider,
                     origin: &origin,
                 };
-                Ok::<_, Infallible>(proxy.exchange(request, session, via).await)
+                Ok::<_, Infallible>(proxy.exchange(request, session, workspace, via).await)
             }
         });
         serve_http(client, service, destination).await;
@@ -540,8 +548,9 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
         .keep_alive(true);
+    // Upgrades: the Responses API's WebSocket.
     let served = builder
-        .serve_connection(TokioIo::new(client), service)
+        .serve_connection_with_upgrades(TokioIo::new(client), service)
         .await;
     if let Err(err) = served {
         let incomplete = err

@@ -183,6 +183,83 @@ impl Origin {
         })
     }
 
+    /// Sends an upgrade request (a WebSocket handshake) on a connection of its own, HTTP/1.1,
+    /// which becomes the upgraded stream when the origin agrees.
+    pub async fn upgrade(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        let address = self.address;
+        let http_error = |source| OriginError::Http {
+            addr: address,
+            source,
+        };
+        let (mut head, body) = request.into_parts();
+        let path = head
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        head.uri = Uri::try_from(path).map_err(|e| OriginError::Request {
+            addr: address,
+            source: e.into(),
+        })?;
+        head.headers.insert(
+            http::header::HOST,
+            http::HeaderValue::from_str(&self.authority).map_err(|e| OriginError::Request {
+                addr: address,
+                source: e.into(),
+            })?,
+        );
+        let request = Request::from_parts(head, body);
+        let mut sender = match &self.tls {
+            Some((tls, name)) => {
+                let stream = tls.connect_http1(address, name).await?;
+                self.check_pin(&stream)?;
+                let (sender, connection) = http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(http_error)?;
+                tokio::spawn(connection.with_upgrades());
+                sender
+            }
+            None => {
+                let stream =
+                    TcpStream::connect(address)
+                        .await
+                        .map_err(|source| OriginError::Connect {
+                            addr: address,
+                            source,
+                        })?;
+                let _ = stream.set_nodelay(true);
+                let (sender, connection) = http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(http_error)?;
+                tokio::spawn(connection.with_upgrades());
+                sender
+            }
+        };
+        sender.send_request(request).await.map_err(http_error)
+    }
+
+    /// A declared server's certificate must carry the pinned key.
+    fn check_pin(
+        &self,
+        stream: &tokio_rustls::client::TlsStream<TcpStream>,
+    ) -> Result<(), OriginError> {
+        let Some(expected) = &self.spki_sha256 else {
+            return Ok(());
+        };
+        let found = spki_sha256(stream.get_ref().1.peer_certificates());
+        if found.as_deref() == Some(expected.as_str()) {
+            return Ok(());
+        }
+        Err(OriginError::Fingerprint {
+            addr: self.address,
+            expected: expected.clone(),
+            found: found.unwrap_or_else(|| "none".to_owned()),
+        })
+    }
+
     async fn open(&self) -> Result<Sender, OriginError> {
         let address = self.address;
         let http_error = |source| OriginError::Http {
@@ -192,16 +269,7 @@ impl Origin {
         match &self.tls {
             Some((tls, name)) => {
                 let stream = tls.connect(address, name).await?;
-                if let Some(expected) = &self.spki_sha256 {
-                    let found = spki_sha256(stream.get_ref().1.peer_certificates());
-                    if found.as_deref() != Some(expected.as_str()) {
-                        return Err(OriginError::Fingerprint {
-                            addr: address,
-                            expected: expected.clone(),
-                            found: found.unwrap_or_else(|| "none".to_owned()),
-                        });
-                    }
-                }
+                self.check_pin(&stream)?;
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                 let io = TokioIo::new(stream);
                 if h2 {

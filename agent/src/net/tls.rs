@@ -171,6 +171,8 @@ impl ResolvesServerCert for Presents {
 #[derive(Clone)]
 pub struct UpstreamTls {
     config: Arc<ClientConfig>,
+    /// The same, offering HTTP/1.1 alone: an upgrade (WebSocket) needs it.
+    http1: Arc<ClientConfig>,
 }
 
 /// How agentsh talks TLS to upstreams, on either path: ring, the safe protocol versions, these
@@ -187,15 +189,36 @@ impl UpstreamTls {
     pub fn new(roots: RootCertStore) -> Result<Self, rustls::Error> {
         let mut config = client_config(roots)?;
         config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        let mut http1 = config.clone();
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
             config: Arc::new(config),
+            http1: Arc::new(http1),
         })
+    }
+
+    /// [`Self::connect`], offering HTTP/1.1 only.
+    pub async fn connect_http1(
+        &self,
+        original: SocketAddr,
+        name: &LeafName,
+    ) -> Result<client::TlsStream<TcpStream>, TlsError> {
+        self.connect_with(&self.http1, original, name).await
     }
 
     /// Connects to `original` (the address the agent dialled, never a name looked up again)
     /// and verifies its certificate for `name`, what the agent's client would have verified.
     pub async fn connect(
         &self,
+        original: SocketAddr,
+        name: &LeafName,
+    ) -> Result<client::TlsStream<TcpStream>, TlsError> {
+        self.connect_with(&self.config, original, name).await
+    }
+
+    async fn connect_with(
+        &self,
+        config: &Arc<ClientConfig>,
         original: SocketAddr,
         name: &LeafName,
     ) -> Result<client::TlsStream<TcpStream>, TlsError> {
@@ -211,7 +234,7 @@ impl UpstreamTls {
                 source,
             })?;
         let _ = tcp.set_nodelay(true);
-        TlsConnector::from(Arc::clone(&self.config))
+        TlsConnector::from(Arc::clone(config))
             .connect(server_name, tcp)
             .await
             .map_err(|source| TlsError::UpstreamHandshake {

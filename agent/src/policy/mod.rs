@@ -340,8 +340,17 @@ fn rule_arguments_match<'f>(
     arguments: &Map<String, Value>,
     any_string: &impl Fn() -> &'f [Form<'f>],
 ) -> bool {
-    let block = rule.decision == Decision::Block;
-    rule.arguments.iter().all(|arg| match &arg.selector {
+    arguments_match(&rule.arguments, rule.decision, arguments, any_string)
+}
+
+fn arguments_match<'f>(
+    patterns: &[crate::config::ArgumentMatch],
+    decision: Decision,
+    arguments: &Map<String, Value>,
+    any_string: &impl Fn() -> &'f [Form<'f>],
+) -> bool {
+    let block = decision == Decision::Block;
+    patterns.iter().all(|arg| match &arg.selector {
         ArgSelector::AnyString => any_string()
             .iter()
             .any(|form| form.matched_by(&arg.pattern, block)),
@@ -420,6 +429,98 @@ fn collect_scalars<'a>(value: &'a Value, deep: bool, out: &mut Vec<std::borrow::
             out.extend(strings.into_iter().map(std::borrow::Cow::Borrowed));
         }
         Value::Object(_) | Value::Null => {}
+    }
+}
+
+/// The rule of a host tool's call no `match.host` rule decided.
+pub const HOST_DEFAULT_RULE: &str = "host/default";
+/// The rule of a host tool's call a rule applies to but whose subject cannot be read.
+pub const HOST_UNREADABLE_RULE: &str = "host/unreadable";
+
+/// One call of an agent's own tool, read (see [`crate::native`]).
+#[derive(Debug, Clone, Copy)]
+pub struct HostCallRequest<'a> {
+    /// The tool as the agent names it (`Bash`, `exec_command`).
+    pub tool: &'a str,
+    pub category: crate::native::Category,
+    /// Its arguments and the shared fields.
+    pub view: &'a Map<String, Value>,
+    /// Why what it acts on could not be read whole, if not.
+    pub unreadable: Option<&'a str>,
+}
+
+/// Decides a call of an agent's own tool by the `match.host` rules: the most restrictive
+/// that matches, else allowed (`default_decision` is about MCP tools: an agent's shell and
+/// editor are how it works at all).
+pub fn decide_host_call(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
+    let verdict = decide_host_enforced(policy, call);
+    if verdict.decision == Decision::Block && !policy.enforce_policy {
+        return Verdict {
+            enforced: false,
+            ..verdict
+        };
+    }
+    verdict
+}
+
+fn decide_host_enforced(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
+    // What a rule would judge cannot be read (a command cut short, a patch that is not one):
+    // no rule on such tools could hold, so it does not run.
+    if let Some(why) = call.unreadable
+        && policy
+            .host_rules
+            .iter()
+            .any(|r| r.matches_tool(call.tool, call.category))
+    {
+        return Verdict::new(
+            Decision::Block,
+            HOST_UNREADABLE_RULE,
+            format!("what it acts on cannot be read: {why}"),
+        );
+    }
+    let spellings: OnceCell<Vec<(&str, normalize::Forms)>> = OnceCell::new();
+    let all_strings: OnceCell<Vec<Form>> = OnceCell::new();
+    let any_string = || {
+        all_strings
+            .get_or_init(|| {
+                spellings
+                    .get_or_init(|| {
+                        let mut raw = Vec::new();
+                        for value in call.view.values() {
+                            collect_strings(value, &mut raw);
+                        }
+                        raw.into_iter().map(|r| (r, normalize::forms(r))).collect()
+                    })
+                    .iter()
+                    .map(|(raw, forms)| Form::new(raw, forms))
+                    .collect()
+            })
+            .as_slice()
+    };
+    let mut best: Option<&crate::config::HostRule> = None;
+    for rule in &policy.host_rules {
+        if best.is_some_and(|b| rule.decision <= b.decision) {
+            continue;
+        }
+        if rule.matches_tool(call.tool, call.category)
+            && arguments_match(&rule.arguments, rule.decision, call.view, &any_string)
+        {
+            best = Some(rule);
+        }
+    }
+    match best {
+        Some(rule) => Verdict::new(
+            rule.decision,
+            format!("rules/{}", rule.id),
+            rule.reason
+                .clone()
+                .unwrap_or_else(|| format!("matched rule '{}'", rule.id)),
+        ),
+        None => Verdict::new(
+            Decision::Allow,
+            HOST_DEFAULT_RULE,
+            format!("no rule on {} tools matched", call.category),
+        ),
     }
 }
 

@@ -27,6 +27,7 @@ use super::store::Capture;
 use crate::config::ProxyMode;
 use crate::engine::Session;
 use crate::llm::{self, Dialect, Stream};
+use crate::native::Workspace;
 use crate::net::origin::Origin;
 
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -60,6 +61,7 @@ impl Proxy {
         &self,
         request: Request<Incoming>,
         session: Arc<Session>,
+        workspace: Arc<Workspace>,
         via: Via<'_>,
     ) -> Response<ResponseBody> {
         let request_id = crate::session::new_id();
@@ -81,10 +83,16 @@ impl Proxy {
             &route.path_and_query,
         );
         record.dialect = route.dialect;
+        record.workspace = workspace;
         record
             .extra
             .insert("mode".into(), json!(self.config.mode.as_str()));
-        let mut response = match self.forward(request, &route, via, &mut record).await {
+        let exchanged = if super::websocket::is_upgrade(&request) {
+            self.websocket(request, &route, via, &mut record).await
+        } else {
+            self.forward(request, &route, via, &mut record).await
+        };
+        let mut response = match exchanged {
             Ok(response) => response,
             Err(refusal) => {
                 // What the client got, beside what upstream answered (if it did).
@@ -177,18 +185,7 @@ impl Proxy {
             }
         }
         let url = match via {
-            Via::Configured => {
-                let base = match route.provider {
-                    Provider::Anthropic => &self.config.anthropic_upstream,
-                    Provider::OpenAi => &self.config.openai_upstream,
-                    // Code Assist's paths start with its API version.
-                    Provider::Google if route.path_and_query.starts_with("/v1internal") => {
-                        &self.config.code_assist_upstream
-                    }
-                    Provider::Google => &self.config.google_upstream,
-                };
-                route.upstream_url(base)
-            }
+            Via::Configured => route.upstream_url(self.upstream_base(route)),
             // The origin names its own authority; the path is what the client asked.
             Via::Origin { .. } => route.path_and_query.clone(),
         };
@@ -358,11 +355,25 @@ impl Proxy {
         Ok(redaction.body.map_or(body, Bytes::from))
     }
 
+    /// Where the explicit proxy sends a route's requests.
+    pub(super) fn upstream_base(&self, route: &Route) -> &url::Url {
+        match route.provider {
+            Provider::Anthropic => &self.config.anthropic_upstream,
+            Provider::OpenAi => &self.config.openai_upstream,
+            // Code Assist's paths start with its API version.
+            Provider::Google if route.path_and_query.starts_with("/v1internal") => {
+                &self.config.code_assist_upstream
+            }
+            Provider::Google => &self.config.google_upstream,
+        }
+    }
+
     fn judge(&self, dialect: Dialect, record: &Record) -> ProxyJudge {
         ProxyJudge::new(
             Arc::clone(record.engine()),
             Arc::clone(record.session()),
             Arc::clone(&self.patterns),
+            Arc::clone(&record.workspace),
             dialect,
             &record.request_id,
         )
@@ -370,23 +381,23 @@ impl Proxy {
 }
 
 /// Why the proxy answers in place of the upstream.
-struct Refusal {
+pub(super) struct Refusal {
     status: StatusCode,
     reason: String,
 }
 
 impl Refusal {
-    fn new(status: StatusCode, reason: String) -> Self {
+    pub(super) fn new(status: StatusCode, reason: String) -> Self {
         Self { status, reason }
     }
 
-    fn bad_gateway(reason: String) -> Self {
+    pub(super) fn bad_gateway(reason: String) -> Self {
         Self::new(StatusCode::BAD_GATEWAY, reason)
     }
 }
 
 /// The record moves into the response body, which finishes it when the body ends.
-fn take(record: &mut Record) -> Record {
+pub(super) fn take(record: &mut Record) -> Record {
     let placeholder = record.detached();
     std::mem::replace(record, placeholder)
 }
@@ -418,7 +429,7 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// Headers for one connection only (RFC 9110 7.6.1), and those `Connection` names.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -490,7 +501,7 @@ fn google_status(status: StatusCode) -> &'static str {
 }
 
 /// An error and its causes on one line (hyper's errors say little at the top).
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

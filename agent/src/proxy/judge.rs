@@ -6,11 +6,13 @@ use std::sync::Arc;
 use crate::engine::{Engine, Intercepted, Session};
 use crate::llm::host_names::ToolNamePattern;
 use crate::llm::{Dialect, Judge, Judgement, ToolCall};
+use crate::native::Workspace;
 
 pub struct ProxyJudge {
     engine: Arc<Engine>,
     session: Arc<Session>,
     patterns: Arc<[ToolNamePattern]>,
+    workspace: Arc<Workspace>,
     dialect: Dialect,
     request_id: String,
     /// Calls judged, and how many of them were blocked.
@@ -23,6 +25,7 @@ impl ProxyJudge {
         engine: Arc<Engine>,
         session: Arc<Session>,
         patterns: Arc<[ToolNamePattern]>,
+        workspace: Arc<Workspace>,
         dialect: Dialect,
         request_id: &str,
     ) -> Self {
@@ -30,6 +33,7 @@ impl ProxyJudge {
             engine,
             session,
             patterns,
+            workspace,
             dialect,
             request_id: request_id.to_owned(),
             calls: 0,
@@ -47,6 +51,7 @@ impl Judge for ProxyJudge {
                 request_id: &self.request_id,
                 call,
                 patterns: &self.patterns,
+                workspace: &self.workspace,
             },
         );
         self.calls += 1;

@@ -16,6 +16,8 @@ mod record;
 pub mod route;
 mod store;
 pub mod upstream;
+mod websocket;
+pub mod workspace;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -280,16 +282,29 @@ impl Proxy {
             &client.verdict_session,
             client.uid,
         );
+        let (pid, uid) = (client.pid, client.uid);
+        let workspace = tokio::task::spawn_blocking(move || workspace::of_process(pid, Some(uid)))
+            .await
+            .unwrap_or_default();
+        let workspace = Arc::new(workspace);
         let service = service_fn(move |request| {
             let proxy = Arc::clone(&self);
             let session = Arc::clone(&session);
-            async move { Ok::<_, Infallible>(proxy.exchange(request, session, Via::Configured).await) }
+            let workspace = Arc::clone(&workspace);
+            async move {
+                Ok::<_, Infallible>(
+                    proxy
+                        .exchange(request, session, workspace, Via::Configured)
+                        .await,
+                )
+            }
         });
         let served = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
             .keep_alive(true)
             .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades()
             .await;
         if let Err(err) = served
             && !err.is_incomplete_message()

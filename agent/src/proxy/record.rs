@@ -11,6 +11,7 @@ use super::store::Capture;
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::{Engine, Session};
 use crate::llm::Dialect;
+use crate::native::Workspace;
 
 pub struct Record {
     engine: Arc<Engine>,
@@ -18,6 +19,8 @@ pub struct Record {
     pub request_id: String,
     pub provider: Provider,
     pub dialect: Option<Dialect>,
+    /// Where the client works: the agents' own tools act there.
+    pub workspace: Arc<Workspace>,
     pub method: String,
     pub path: String,
     pub model: Option<String>,
@@ -50,6 +53,7 @@ impl Record {
             request_id,
             provider,
             dialect: None,
+            workspace: Arc::default(),
             method: method.to_owned(),
             path: path.to_owned(),
             model: None,
@@ -78,9 +82,26 @@ impl Record {
             &self.path,
         );
         copy.dialect = self.dialect;
+        copy.workspace = Arc::clone(&self.workspace);
         copy.started = self.started;
         copy.recorded = true;
         copy
+    }
+
+    /// Another exchange on the same connection (a WebSocket's next response): a new id,
+    /// nothing recorded or captured yet.
+    pub fn sibling(&self) -> Self {
+        let mut next = Self::new(
+            Arc::clone(&self.engine),
+            Arc::clone(&self.session),
+            crate::session::new_id(),
+            self.provider,
+            &self.method,
+            &self.path,
+        );
+        next.dialect = self.dialect;
+        next.workspace = Arc::clone(&self.workspace);
+        next
     }
 
     pub fn session(&self) -> &Arc<Session> {

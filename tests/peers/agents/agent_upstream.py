@@ -18,7 +18,8 @@ Dialects (POST; SSE when the request asks for a stream, buffered JSON otherwise)
                        /v1beta/models/M:streamGenerateContent           one JSON array, chunked
                        /v1beta/models/M:generateContent                 buffered
                        /v1beta/models/M:countTokens                     {"totalTokens": N}
-Codex's WebSocket upgrade (GET /v1/responses) is refused with 426: Codex then uses HTTP SSE.
+                       over a WebSocket too (GET with Upgrade: websocket, Codex's choice):
+                       each response.create answered with the stream's events, a message each
 Side paths: GET /backend-api/codex/models {"models": []}, /v1/models, /v1beta/models, Claude
 Code's /api/hello (200), /api/claude_code/settings and policy_limits (404, as for an API-key
 organization), metrics and event logging (200 {}); anything else: the provider's 404 JSON.
@@ -64,11 +65,14 @@ protocol version and "sni" when it came over TLS. A failed TLS handshake is logg
   {"tls_error": "..."}
 """
 import argparse
+import base64
 import gzip
+import hashlib
 import json
 import os
 import re
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -493,7 +497,7 @@ def call_item(ns, name, args):
     return item
 
 
-def responses_answer(h, body, decision):
+def responses_answer(h, body, decision, sink=None):
     model = body.get("model") or "gpt-5"
     resp_id = new_id("resp_", 32)
     created = int(time.time())
@@ -567,6 +571,8 @@ def responses_answer(h, body, decision):
         yield "response.completed", {"type": "response.completed", "sequence_number": next(seq),
                                      "response": response("completed", items)}
 
+    if sink is not None:  # over a WebSocket: one message per event
+        return sink(events())
     h.send_sse(events(), headers, named=True)
 
 
@@ -655,6 +661,8 @@ class TLSServer(ThreadingHTTPServer):
         finally:
             self.shutdown_request(request)
 
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 GEMINI_RE = re.compile(r"^/(?:v1beta|v1alpha|v1)/(?:models|tunedModels)/([^/:]+):([A-Za-z]+)$")
 GEMINI_MODELS_RE = re.compile(r"^/(?:v1beta|v1alpha)/models(?:/[^/:]+)?$")
@@ -821,13 +829,12 @@ class Handler(BaseHTTPRequestHandler):
         # ---- the rest of the model APIs
         if post and path == "/v1/messages/count_tokens":
             return self.send_json(200, {"input_tokens": approx_tokens(body.get("messages"))})
+        if get and path == "/v1/responses" and "websocket" in self.headers.get("Upgrade", "").lower():
+            # Codex's preferred transport: the Responses API over a WebSocket.
+            return self.websocket()
         if get and path == "/v1/responses":
-            # Codex first tries the Responses API over a WebSocket (GET with Upgrade: websocket).
-            # Refusing the upgrade with 426 makes it fall back to HTTP SSE at once; it prints
-            # "ERROR codex_api::endpoint::responses_websocket: failed to connect to Responses
-            # WebSocket stage=Unknown" once on stderr and does not try again in that session.
-            self.entry["answer"] = "websocket refused (426)"
-            return self.send_json(426, {"error": {"message": "agent_upstream speaks HTTP SSE only",
+            self.entry["answer"] = "not a WebSocket upgrade (426)"
+            return self.send_json(426, {"error": {"message": "GET /v1/responses is a WebSocket",
                                                   "type": "invalid_request_error", "param": None,
                                                   "code": "upgrade_required"}})
         if get and full == "/backend-api/codex/models":
@@ -853,6 +860,107 @@ class Handler(BaseHTTPRequestHandler):
             return self.not_found("anthropic")
         return self.not_found("anthropic" if self.headers.get("anthropic-version") or
                               self.headers.get("x-api-key") else "openai")
+
+    # -------------------------------------------------------------- WebSocket (RFC 6455)
+
+    def websocket(self):
+        """The Responses API over a WebSocket: each `response.create` message is answered with
+        the events an SSE stream would carry, one text message each. No extensions (the
+        client's offer of permessage-deflate is declined), so every frame is plain."""
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.entry["answer"] = "websocket"
+        self.entry["extensions_offered"] = self.headers.get("Sec-WebSocket-Extensions")
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.end_headers()
+        self.wfile.flush()
+        self.entry.setdefault("status", 101)
+        log(dict(self.entry))
+        self.close_connection = True
+        # The connection keeps the conversation: a response.create with previous_response_id
+        # sends only what is new (the Responses API's own rule: the previous response's input
+        # and output come first).
+        history, last_id = [], None
+        while True:
+            message = self.ws_read()
+            if message is None:
+                return
+            try:
+                body = json.loads(message)
+            except ValueError:
+                self.ws_send(json.dumps({"type": "error", "error": {"message": "not JSON"}}))
+                continue
+            if not isinstance(body, dict) or body.get("type") != "response.create":
+                continue
+            request = {k: v for k, v in body.items() if k != "type"}
+            request["stream"] = True
+            items = request.get("input")
+            if isinstance(items, str):
+                items = [{"type": "message", "role": "user", "content": items}]
+            items = list(items or [])
+            if last_id is not None and request.get("previous_response_id") == last_id:
+                items = history + items
+            request["input"] = items
+            entry = {"method": "WEBSOCKET", "path": self.path, "body": body}
+            decision = decide(responses_conv(request), self.script)
+            entry["answer"] = describe(decision)
+            log(entry)
+            done = {}
+
+            def send(events):
+                for _, data in events:
+                    if data.get("type") == "response.completed":
+                        done.update(data["response"])
+                    self.ws_send(json.dumps(data, ensure_ascii=False))
+
+            responses_answer(self, request, decision, sink=send)
+            history, last_id = items + list(done.get("output") or []), done.get("id")
+
+    def ws_read(self):
+        """One whole message (text or binary), answering pings; None when the peer closed."""
+        parts = []
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return None
+            fin, opcode = head[0] & 0x80, head[0] & 0x0F
+            masked, length = head[1] & 0x80, head[1] & 0x7F
+            if length == 126:
+                length = struct.unpack("!H", self.rfile.read(2))[0]
+            elif length == 127:
+                length = struct.unpack("!Q", self.rfile.read(8))[0]
+            mask = self.rfile.read(4) if masked else b"\0\0\0\0"
+            data = bytearray(self.rfile.read(length))
+            for i in range(len(data)):
+                data[i] ^= mask[i % 4]
+            if opcode == 0x8:
+                self.ws_frame(0x8, bytes(data[:2]))
+                return None
+            if opcode == 0x9:
+                self.ws_frame(0xA, bytes(data))
+                continue
+            if opcode == 0xA:
+                continue
+            parts.append(bytes(data))
+            if fin:
+                return b"".join(parts).decode("utf-8", errors="replace")
+
+    def ws_frame(self, opcode, data):
+        head = bytes([0x80 | opcode])
+        if len(data) < 126:
+            head += bytes([len(data)])
+        elif len(data) < 65536:
+            head += bytes([126]) + struct.pack("!H", len(data))
+        else:
+            head += bytes([127]) + struct.pack("!Q", len(data))
+        self.wfile.write(head + data)
+        self.wfile.flush()
+
+    def ws_send(self, text):
+        self.ws_frame(0x1, text.encode())
 
     def model_call(self, parse, body, answer):
         decision = decide(parse(body), self.script)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fake Anthropic and OpenAI API server that answers from fixture files.
+"""A fake Anthropic, OpenAI and Google Gemini API server that answers from fixture files.
 
     fake_upstream.py --host 127.0.0.2 --port 0 --fixtures DIR --log FILE
                      [--chunk-size 37] [--chunk-delay 0.002] [--tls-cert PEM --tls-key PEM]
@@ -7,22 +7,28 @@
 Prints `listening HOST:PORT` on stdout once it accepts connections. HTTP/1.1 with keep-alive;
 HTTPS with --tls-cert and --tls-key (the certificate chain and its key, PEM files).
 
-Routes (POST): /v1/messages (Anthropic), /v1/chat/completions and /v1/responses (OpenAI). The
-answer is chosen by request headers:
+Routes (POST): /v1/messages (Anthropic), /v1/chat/completions and /v1/responses (OpenAI),
+/v1beta/models/MODEL:generateContent and /v1beta/models/MODEL:streamGenerateContent (Google; /v1/
+too). The answer is chosen by request headers:
 
   x-fake-scenario: NAME      serve DIR/NAME.json (buffered, application/json) when the request's
                              JSON has no "stream": true, DIR/NAME.sse (text/event-stream, chunked,
                              in --chunk-size byte pieces flushed --chunk-delay seconds apart) when
                              it has. A request whose stream flag has no fixture of that kind: 400.
+                             Google says it in the path instead: :generateContent is served
+                             DIR/NAME.json, :streamGenerateContent?alt=sse DIR/NAME.sse, and
+                             :streamGenerateContent without alt=sse DIR/NAME.jsonarray (a streamed
+                             JSON array of chunks: application/json, chunked in pieces the same way).
   x-fake-encoding: gzip|br|zstd|deflate
-                             compress the whole body and say so in Content-Encoding (an SSE body
-                             is compressed whole, then sent chunked in pieces the same way).
+                             compress the whole body and say so in Content-Encoding (a streamed
+                             body is compressed whole, then sent chunked in pieces the same way).
   x-fake-status: CODE        answer CODE with the provider's error JSON instead (no scenario
                              needed).
 
 Errors (unknown route 404, bad scenario 400, x-fake-status) are JSON in the shape of the route's
-provider: Anthropic's {"type":"error","error":{"type","message"},"request_id"} or OpenAI's
-{"error":{"message","type","param","code"}}.
+provider: Anthropic's {"type":"error","error":{"type","message"},"request_id"}, OpenAI's
+{"error":{"message","type","param","code"}} or Google's {"error":{"code","message","status"}}
+(any other path under /v1beta/ or /v1alpha/ gets Google's 404, the rest OpenAI's).
 
 Every request is appended to --log as one JSON line, flushed:
   {"method": ..., "path": ..., "headers": {lowercased name: value}, "body": parsed JSON or string}
@@ -34,6 +40,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import ssl
 import sys
 import threading
@@ -41,6 +48,7 @@ import time
 import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 import brotli
 import zstandard
@@ -50,6 +58,8 @@ ROUTES = {
     "/v1/chat/completions": "openai",
     "/v1/responses": "openai",
 }
+# Google's Gemini API names the model and the method in the path.
+GOOGLE_ROUTE = re.compile(r"^/v1(?:beta)?/models/[^/:]+:(generateContent|streamGenerateContent)$")
 
 ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
@@ -71,6 +81,17 @@ OPENAI_ERRORS = {
     429: ("requests", "rate_limit_exceeded"),
     500: ("server_error", None),
     503: ("server_error", None),
+}
+GOOGLE_ERRORS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 # Reason phrases http.server does not know.
 REASONS = {529: "Overloaded"}
@@ -196,10 +217,15 @@ class Handler(BaseHTTPRequestHandler):
     def send_error_json(self, provider, status, message=None, err_type=None):
         message = message or DEFAULT_MESSAGES.get(status, f"Error {status}")
         request_id = "req_011CfakeUpstream" + uuid.uuid4().hex[:10]
+        content_type = "application/json"
         if provider == "anthropic":
             err_type = err_type or ANTHROPIC_ERRORS.get(status, "api_error")
             body = {"type": "error", "error": {"type": err_type, "message": message}, "request_id": request_id}
             extra = {"request-id": request_id}
+        elif provider == "google":
+            body = {"error": {"code": status, "message": message, "status": GOOGLE_ERRORS.get(status, "UNKNOWN")}}
+            extra = {}
+            content_type = "application/json; charset=UTF-8"
         else:
             otype, code = OPENAI_ERRORS.get(status, ("server_error", None))
             if message.startswith("Invalid URL"):
@@ -208,7 +234,7 @@ class Handler(BaseHTTPRequestHandler):
             extra = {"x-request-id": request_id}
         data = json.dumps(body, indent=None if provider == "anthropic" else 2).encode()
         self.send_response(status, REASONS.get(status))
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in extra.items():
             self.send_header(k, v)
@@ -235,13 +261,49 @@ class Handler(BaseHTTPRequestHandler):
             # The client (or a proxy in between) hung up mid-answer: a test may do that on purpose.
             self.close_connection = True
 
+    def route(self):
+        """The provider of the request's path (None: no such route) and Google's method."""
+        path = self.path.split("?", 1)[0]
+        if path in ROUTES:
+            return ROUTES[path], None
+        m = GOOGLE_ROUTE.match(path)
+        if m:
+            return "google", m.group(1)
+        return None, None
+
+    def fixture(self, provider, method, body, scenario):
+        """(the fixture file, its kind: "json", "sse" or "jsonarray"), or (None, why not)."""
+        if provider == "google":
+            query = parse_qs(self.path.partition("?")[2])
+            if method == "generateContent":
+                want, asked = ".json", ":generateContent"
+            elif query.get("alt") == ["sse"]:
+                want, asked = ".sse", ":streamGenerateContent?alt=sse"
+            else:
+                want, asked = ".jsonarray", ":streamGenerateContent without alt=sse"
+            path = os.path.join(self.fixtures, scenario + want)
+            if os.path.isfile(path):
+                return path, want[1:]
+            if any(os.path.isfile(os.path.join(self.fixtures, scenario + k)) for k in (".json", ".sse", ".jsonarray")):
+                return None, f"fake upstream: scenario {scenario!r} has no {want} fixture, which {asked} wants"
+            return None, f"fake upstream: no fixture {scenario}.json, .sse or .jsonarray in {self.fixtures}"
+        stream = isinstance(body, dict) and body.get("stream") is True
+        want, other = (".sse", ".json") if stream else (".json", ".sse")
+        path = os.path.join(self.fixtures, scenario + want)
+        if os.path.isfile(path):
+            return path, want[1:]
+        if os.path.isfile(os.path.join(self.fixtures, scenario + other)):
+            return None, (f"fake upstream: scenario {scenario!r} has only a {other} fixture but the request "
+                          f"{'asked for' if stream else 'did not ask for'} \"stream\": true")
+        return None, f"fake upstream: no fixture {scenario}.json or {scenario}.sse in {self.fixtures}"
+
     def answer(self):
         raw = self.read_body()
         body = self.record(raw)
-        path = self.path.split("?", 1)[0]
-        provider = ROUTES.get(path)
+        provider, method = self.route()
         if provider is None:
-            return self.send_error_json("openai", 404, f"Invalid URL (POST {path})")
+            path = self.path.split("?", 1)[0]
+            return self.send_error_json(self.error_shape(path), 404, f"Invalid URL (POST {path})")
 
         status = self.headers.get("x-fake-status")
         if status:
@@ -254,16 +316,9 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.headers.get("x-fake-scenario")
         if not scenario or "/" in scenario or scenario.startswith("."):
             return self.send_error_json(provider, 400, f"missing or bad x-fake-scenario header: {scenario!r}")
-        stream = isinstance(body, dict) and body.get("stream") is True
-        want, other = (".sse", ".json") if stream else (".json", ".sse")
-        fixture = os.path.join(self.fixtures, scenario + want)
-        if not os.path.isfile(fixture):
-            if os.path.isfile(os.path.join(self.fixtures, scenario + other)):
-                msg = (f"fake upstream: scenario {scenario!r} has only a {other} fixture but the request "
-                       f"{'asked for' if stream else 'did not ask for'} \"stream\": true")
-            else:
-                msg = f"fake upstream: no fixture {scenario}.json or {scenario}.sse in {self.fixtures}"
-            return self.send_error_json(provider, 400, msg)
+        fixture, kind = self.fixture(provider, method, body, scenario)
+        if fixture is None:
+            return self.send_error_json(provider, 400, kind)
         with open(fixture, "rb") as f:
             data = f.read()
 
@@ -275,28 +330,40 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_error_json(provider, 400, f"unknown x-fake-encoding {encoding!r}")
 
         self.send_response(200)
-        request_id = "req_011CfakeUpstream" + uuid.uuid4().hex[:10]
-        self.send_header("request-id" if provider == "anthropic" else "x-request-id", request_id)
+        if provider != "google":  # Google's API sends no request id
+            request_id = "req_011CfakeUpstream" + uuid.uuid4().hex[:10]
+            self.send_header("request-id" if provider == "anthropic" else "x-request-id", request_id)
         if encoding:
             self.send_header("Content-Encoding", encoding)
-        if stream:
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            self.send_pieces(data)
-        else:
-            self.send_header("Content-Type", "application/json")
+        if kind == "json":
+            self.send_header("Content-Type", "application/json; charset=UTF-8" if provider == "google"
+                             else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()
+            return
+        if kind == "sse":
+            self.send_header("Content-Type", "text/event-stream" if provider == "google"
+                             else "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+        else:  # Google's streamed JSON array
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.send_pieces(data)
+
+    @staticmethod
+    def error_shape(path):
+        """Whose error JSON an unknown path gets."""
+        return "google" if path.startswith(("/v1beta/", "/v1alpha/")) else "openai"
 
     def do_other(self):
         raw = self.read_body()
         self.record(raw)
         path = self.path.split("?", 1)[0]
-        self.send_error_json(ROUTES.get(path, "openai"), 404, f"Invalid URL ({self.command} {path})")
+        provider = self.route()[0] or self.error_shape(path)
+        self.send_error_json(provider, 404, f"Invalid URL ({self.command} {path})")
 
     do_GET = do_PUT = do_DELETE = do_PATCH = do_other
 

@@ -1,35 +1,52 @@
 #!/usr/bin/env python3
-"""An LLM agent's side of one API call, made with the official Anthropic and OpenAI SDKs.
+"""An LLM agent's side of one API call, made with the official Anthropic, OpenAI and Google Gen AI
+SDKs.
 
-    llm_client.py --api anthropic|chat|responses --base-url URL --scenario NAME
-                  [--stream] [--encoding gzip|br|zstd|deflate] [--raw] [--n N] [--api-key KEY]
-                  [--header NAME:VALUE]...
+    llm_client.py --api anthropic|chat|responses|gemini --base-url URL --scenario NAME
+                  [--stream] [--gemini-array] [--api-version V] [--encoding gzip|br|zstd|deflate]
+                  [--raw] [--n N] [--api-key KEY] [--header NAME:VALUE]...
 
 --base-url goes to the SDK as it is: the Anthropic SDK's has no /v1 (http://HOST:PORT), the
-OpenAI SDK's has it (http://HOST:PORT/v1). --scenario and --encoding become the request headers
-x-fake-scenario and x-fake-encoding, which fake_upstream.py answers by; --header adds any other
-(x-fake-status: 529, say). The API key is sk-test unless --api-key says otherwise: ANTHROPIC_* and
-OPENAI_* variables of the environment are ignored.
+OpenAI SDK's has it (http://HOST:PORT/v1), the Google Gen AI SDK's has no version either
+(http://HOST:PORT: the SDK adds /v1/models/..., or /v1beta/models/... with --api-version v1beta,
+what Gemini CLI asks for). --scenario and --encoding become the request headers x-fake-scenario
+and x-fake-encoding, which fake_upstream.py answers by; --header adds any other (x-fake-status:
+529, say). The API key is sk-test unless --api-key says otherwise: ANTHROPIC_*, OPENAI_*, GOOGLE_*
+and GEMINI_* variables of the environment are ignored.
+
+gemini calls models.generate_content, or with --stream models.generate_content_stream (which
+asks for :streamGenerateContent?alt=sse: the SDK has no way to ask for Google's other stream
+form). --gemini-array (implies --stream) asks for that form, :streamGenerateContent without
+alt=sse, a streamed JSON array of chunks: the request is the one the SDK builds for
+generate_content_stream, sent by the SDK's own HTTP client (its _api_client), with only the path
+changed; the array is read element by element as it arrives and each element parsed by the SDK's
+own converter into a GenerateContentResponse, as generate_content_stream parses an SSE event.
 
 Without --raw the SDK parses the answer (streams through its stream helpers) and one JSON line
 goes to stdout:
 
-    {"api": "anthropic"|"chat"|"responses", "stream": bool, "model": str,
+    {"api": "anthropic"|"chat"|"responses"|"gemini", "stream": bool, "model": str,
      "choices": [{"finish_reason": str, "text": str,
                   "tool_calls": [{"id": str, "name": str, "arguments": object}]}]}
 
 One choice for anthropic (finish_reason = stop_reason) and responses (finish_reason =
 "tool_calls" if the output has a function_call, else the response's status); one per choice for
-chat. arguments is the parsed JSON (the raw string when it does not parse). A streamed responses
-call also has "items_match_completed": whether the items of the response.output_item.done events
-equal the output of response.completed.
+chat, and one per candidate for gemini (finish_reason = the candidate's finishReason, "STOP" as
+Google says it; text = its text parts joined, thought parts left out; a streamed candidate's parts
+gathered over every chunk). arguments is the parsed JSON (the raw string when it does not parse).
+A gemini tool call's id is null when the API gives none (the Gemini API does not), and it has
+"signed": whether its part carries a thoughtSignature. A streamed responses call also has
+"items_match_completed": whether the items of the response.output_item.done events equal the
+output of response.completed.
 
 With --raw the body the SDK received (after httpx2 undid any Content-Encoding) goes to stdout
-byte for byte, and nothing else.
+byte for byte, and nothing else (gemini: the request generate_content or generate_content_stream
+would make, or the --gemini-array one, sent by the SDK's own HTTP client, its body unparsed).
 
 Any error: its type and message on stderr, exit status 1.
 """
 import argparse
+import codecs
 import json
 import os
 import sys
@@ -37,18 +54,19 @@ import sys
 # The peer behaves the same whatever the environment says: no key, base URL, custom header or
 # profile of a developer's reaches the SDKs.
 for _name in list(os.environ):
-    if _name.startswith(("ANTHROPIC_", "OPENAI_")):
+    if _name.startswith(("ANTHROPIC_", "OPENAI_", "GOOGLE_", "GEMINI_")):
         del os.environ[_name]
 
 ANTHROPIC_MODEL = "claude-sonnet-4-6"
 OPENAI_MODEL = "gpt-5.4-mini"
+GEMINI_MODEL = "gemini-2.5-flash"
 USER_PROMPT = (
     "Remember that alice is a person who likes tea, then write 'hello' to "
     "/tmp/agentsh-e2e/notes.txt."
 )
 
 # JSON Schemas of the tools, as the MCP servers in ../node_modules describe them (an agent names
-# an MCP tool mcp__SERVER__TOOL), and of Claude Code's Bash tool.
+# an MCP tool mcp__SERVER__TOOL; Gemini CLI mcp_SERVER_TOOL), and of Claude Code's Bash tool.
 CREATE_ENTITIES = {
     "name": "mcp__memory__create_entities",
     "description": "Create multiple new entities in the knowledge graph",
@@ -134,6 +152,22 @@ def responses_tools():
             "parameters": t["schema"],
             "strict": False,
         }
+        for t in MCP_TOOLS
+    ]
+
+
+def gemini_tools():
+    """Function declarations as Gemini CLI sends an MCP server's tools: mcp_SERVER_TOOL, the
+    tool's JSON Schema as parametersJsonSchema (the SDK spells it parameters_json_schema on the
+    wire, which the API reads the same)."""
+    from google.genai import types
+
+    return [
+        types.FunctionDeclaration(
+            name=t["name"].replace("mcp__", "mcp_", 1).replace("__", "_"),
+            description=t["description"],
+            parameters_json_schema=t["schema"],
+        )
         for t in MCP_TOOLS
     ]
 
@@ -306,12 +340,133 @@ def run_responses(args, headers):
     }
 
 
+def json_array_elements(chunks):
+    """The elements of a streamed JSON array of objects, each as soon as it is complete (the
+    bytes split anywhere, UTF-8 sequences included)."""
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    text, pos, state = "", 0, "start"  # start, element (one may begin), after (one ended), done
+
+    def unexpected(what):
+        return ValueError(f"the stream is not a JSON array of objects: {what} {text[pos:pos + 40]!r}")
+
+    for chunk in chunks:
+        text += utf8.decode(chunk)
+        while True:
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            if pos == len(text):
+                break
+            c = text[pos]
+            if state == "start" and c == "[":
+                state, pos = "element", pos + 1
+            elif state == "after" and c == ",":
+                state, pos = "element", pos + 1
+            elif state in ("element", "after") and c == "]":
+                state, pos = "done", pos + 1
+            elif state == "element" and c == "{":
+                try:
+                    element, pos = decoder.raw_decode(text, pos)
+                except json.JSONDecodeError:
+                    break  # not complete yet
+                state = "after"
+                yield element
+            else:
+                raise unexpected(f"in state {state}:")
+        text, pos = text[pos:], 0
+    text += utf8.decode(b"", final=True)
+    if state != "done" or text.strip():
+        raise unexpected("it ended before its ] at")
+
+
+def gemini_request(client, params, path):
+    """The request generate_content(_stream) builds for params, sent to path by the SDK's own HTTP
+    client (an error status raised as the SDK's APIError); the response, its body unread."""
+    from google.genai import _common, models
+
+    api = client._api_client
+    request = models._GenerateContentParameters_to_mldev(api, params, None, params)
+    request.pop("config", None)
+    request = _common.encode_unserializable_types(_common.convert_to_dict(request))
+    http_request = api._build_request("post", path, request, None)
+    return api._request(http_request, None, stream=True).response_stream
+
+
+def gemini_summary(responses):
+    """One choice per candidate, its parts gathered over every response (chunk)."""
+    acc, model = {}, None
+    for response in responses:
+        model = model or response.model_version
+        for candidate in response.candidates or []:
+            a = acc.setdefault(candidate.index or 0, {"finish_reason": None, "text": "", "tool_calls": []})
+            parts = candidate.content.parts if candidate.content is not None else None
+            for part in parts or []:
+                if part.function_call is not None:
+                    call = part.function_call
+                    a["tool_calls"].append({"id": call.id, "name": call.name, "arguments": call.args or {},
+                                            "signed": part.thought_signature is not None})
+                elif part.text is not None and not part.thought:
+                    a["text"] += part.text
+            if candidate.finish_reason is not None:
+                a["finish_reason"] = getattr(candidate.finish_reason, "value", candidate.finish_reason)
+    return {"model": model, "choices": [acc[i] for i in sorted(acc)]}
+
+
+def run_gemini(args, headers):
+    from google import genai
+    from google.genai import errors, models, types
+
+    client = genai.Client(
+        api_key=args.api_key,
+        http_options=types.HttpOptions(
+            base_url=args.base_url, api_version=args.api_version, headers=headers, timeout=30_000
+        ),
+    )
+    params = dict(
+        model=GEMINI_MODEL,
+        contents=[types.Content(role="user", parts=[types.Part(text=USER_PROMPT)])],
+        config=types.GenerateContentConfig(
+            system_instruction="You are a helpful assistant with memory and filesystem tools.",
+            tools=[types.Tool(function_declarations=gemini_tools())],
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        ),
+    )
+    if args.raw or args.gemini_array:
+        parameters = types._GenerateContentParameters(**params)
+        if not args.stream:
+            path = f"models/{GEMINI_MODEL}:generateContent"
+        elif args.gemini_array:
+            path = f"models/{GEMINI_MODEL}:streamGenerateContent"
+        else:
+            path = f"models/{GEMINI_MODEL}:streamGenerateContent?alt=sse"
+        response = gemini_request(client, parameters, path)
+        try:
+            if args.raw:
+                write_raw(response)
+                return None
+            chunks = []
+            for element in json_array_elements(response.iter_bytes()):
+                if "error" in element and "candidates" not in element:
+                    raise errors.APIError(element["error"].get("code") or 500, element, response)
+                converted = models._GenerateContentResponse_from_mldev(element, None, parameters)
+                chunks.append(types.GenerateContentResponse._from_response(response=converted, kwargs={}))
+        finally:
+            response.close()
+        return gemini_summary(chunks)
+    if args.stream:
+        return gemini_summary(client.models.generate_content_stream(**params))
+    return gemini_summary([client.models.generate_content(**params)])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--api", required=True, choices=["anthropic", "chat", "responses"])
+    p.add_argument("--api", required=True, choices=["anthropic", "chat", "responses", "gemini"])
     p.add_argument("--base-url", required=True)
     p.add_argument("--scenario", required=True)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--gemini-array", action="store_true",
+                   help="gemini: stream as a JSON array (:streamGenerateContent without alt=sse); implies --stream")
+    p.add_argument("--api-version", help="gemini: the API version in the path (the SDK's default: v1)")
     p.add_argument("--encoding", choices=["gzip", "br", "zstd", "deflate"])
     p.add_argument("--raw", action="store_true")
     p.add_argument("--n", type=int, help="chat: the n parameter (choices wanted)")
@@ -319,6 +474,10 @@ def main(argv=None):
     p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an extra request header")
     p.add_argument("--prompt-suffix", default="", help="appended to the user prompt (e.g. a secret for DLP tests)")
     args = p.parse_args(argv)
+    if args.gemini_array:
+        if args.api != "gemini":
+            p.error("--gemini-array is for --api gemini")
+        args.stream = True
     global USER_PROMPT
     USER_PROMPT = USER_PROMPT + args.prompt_suffix
 
@@ -330,7 +489,7 @@ def main(argv=None):
         if not sep or not name.strip():
             p.error(f"--header wants NAME:VALUE, not {h!r}")
         headers[name.strip()] = value.strip()
-    run = {"anthropic": run_anthropic, "chat": run_chat, "responses": run_responses}[args.api]
+    run = {"anthropic": run_anthropic, "chat": run_chat, "responses": run_responses, "gemini": run_gemini}[args.api]
     try:
         summary = run(args, headers)
     except Exception as e:  # every SDK error, and ours, the same way

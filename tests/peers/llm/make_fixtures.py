@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Writes fixtures/*.json and fixtures/*.sse: what the Anthropic and OpenAI APIs answer, on the wire.
+"""Writes fixtures/*.json, *.sse and *.jsonarray: what the Anthropic, OpenAI and Google Gemini
+APIs answer, on the wire.
 
     .venv/bin/python make_fixtures.py      (from tests/peers/llm; rewrites every fixture)
 
 The fixtures are committed; this script is how they were made, so that a change to one scenario
 stays consistent across its buffered and streamed forms (the streamed deltas concatenate to the
-buffered content, a Responses stream's response.completed holds the items its events built).
+buffered content, a Responses stream's response.completed holds the items its events built, the
+parts of Gemini's streamed chunks are the buffered response's parts, its text split).
 Texts carry non-ASCII characters so that fake_upstream.py's odd-sized pieces split UTF-8
 sequences.
 """
+import base64
+import hashlib
 import json
 import os
 
-from llm_client import ANTHROPIC_MODEL, responses_tools
+from llm_client import ANTHROPIC_MODEL, GEMINI_MODEL, responses_tools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures")
@@ -287,6 +291,59 @@ def responses_usage(inp, out, reasoning):
             "total_tokens": inp + out}
 
 
+# ---------------------------------------------------------------- Google Gemini generateContent
+
+def gemini_signature(stem):
+    """A thoughtSignature: opaque base64 the model wants back with its call (Gemini 2.5 and 3
+    sign the first call part of a turn)."""
+    digest = b"".join(hashlib.sha512(f"{stem} {i}".encode()).digest() for i in range(3))
+    return base64.b64encode(b"\x12\xbc\x01\x0a\xb9\x01" + digest).decode()
+
+
+def gemini_text_chunks(text, n):
+    """text in n streamed chunks of whole words (Gemini streams a few words to a sentence each)."""
+    ws = words(text)
+    size = -(-len(ws) // n)
+    return ["".join(ws[i : i + size]) for i in range(0, len(ws), size)]
+
+
+def gemini_fixture(stem, response_id, chunks, prompt, candidates, thoughts):
+    """chunks: the streamed chunks, each a list of parts ({"text": ...} or a functionCall part);
+    the last one finishes the turn (finishReason STOP, the whole usage). The buffered response
+    holds the same parts, a run of text parts merged into one."""
+    prompt_details = [{"modality": "TEXT", "tokenCount": prompt}]
+    partial_usage = {"promptTokenCount": prompt, "totalTokenCount": prompt + thoughts,
+                     "promptTokensDetails": prompt_details}
+    usage = {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
+             "totalTokenCount": prompt + candidates + thoughts, "promptTokensDetails": prompt_details}
+    if thoughts:  # absent when the model did not think
+        partial_usage["thoughtsTokenCount"] = usage["thoughtsTokenCount"] = thoughts
+
+    def response(parts, last):
+        candidate = {"content": {"parts": parts, "role": "model"}}
+        if last:
+            candidate["finishReason"] = "STOP"
+        candidate["index"] = 0
+        return {"candidates": [candidate], "usageMetadata": usage if last else partial_usage,
+                "modelVersion": GEMINI_MODEL, "responseId": response_id}
+
+    merged = []
+    for part in (p for c in chunks for p in c):
+        if "text" in part and merged and "text" in merged[-1]:
+            merged[-1] = {"text": merged[-1]["text"] + part["text"]}
+        else:
+            merged.append(part)
+    # The buffered answer is pretty-printed with two spaces. The streamed forms write each chunk
+    # as it is made: an SSE event is one line (items split by ",", keys followed by ": "), ended
+    # by a blank line, CRLF; the JSON array's elements are pretty-printed, CRLF "," CRLF between.
+    write(f"{stem}.json", json.dumps(response(merged, True), ensure_ascii=False, indent=2) + "\n")
+    streamed = [response(parts, i == len(chunks) - 1) for i, parts in enumerate(chunks)]
+    write(f"{stem}.sse", "".join(
+        "data: " + json.dumps(r, ensure_ascii=False, separators=(",", ": ")) + "\r\n\r\n" for r in streamed))
+    write(f"{stem}.jsonarray",
+          "[" + "\r\n,\r\n".join(json.dumps(r, ensure_ascii=False, indent=2) for r in streamed) + "\r\n]")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     anthropic_fixture(
@@ -324,6 +381,20 @@ def main():
         "responses_text", "resp_1f2e3d4c5b6a79881726354a5b6c7d8e9f0123456789fedc", 1776124960,
         [("message", "msg_1f2e3d4c5b6a79881726354a5b6c7d8e9f012345bb01", TEXT_REPLY)],
         responses_usage(420, 33, 0))
+
+    # Gemini CLI names an MCP tool mcp_SERVER_TOOL; parallel calls come in one turn, the first
+    # signed.
+    gemini_fixture(
+        "gemini_tools", "kq8TacH7JIe-z7IP3sK1mAk",
+        [[{"text": t}] for t in gemini_text_chunks(TOOLS_TEXT, 3)]
+        + [[{"functionCall": {"name": "mcp_memory_create_entities", "args": ENTITIES},
+             "thoughtSignature": gemini_signature("gemini_tools")}],
+           [{"functionCall": {"name": "mcp_filesystem_write_file", "args": WRITE}}]],
+        388, 61, 143)
+    gemini_fixture(
+        "gemini_text", "3a8TaeXLFY6Bz7IPwNPd4Q0",
+        [[{"text": t}] for t in gemini_text_chunks(TEXT_REPLY, 4)],
+        372, 21, 0)
 
 
 if __name__ == "__main__":

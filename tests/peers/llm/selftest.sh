@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the LLM test peers against each other, without agentsh: fake_upstream.py on 127.0.0.2,
-# llm_client.py (the official SDKs) straight at it, for every API x scenario x {buffered, stream}
-# x {identity, gzip, br, zstd, deflate}. The summaries must hold the fixtures' text and tool calls,
+# llm_client.py (the official SDKs) straight at it, for every API x scenario x {buffered, stream
+# (and Gemini's JSON-array stream)} x {identity, gzip, br, zstd, deflate}. The summaries must hold the fixtures' text and tool calls,
 # --raw must print the fixture byte for byte (httpx2 undoes the Content-Encoding), and the
 # upstream's log must hold every request. Also: stream/fixture mismatches, x-fake-status errors,
 # an unknown route, and the wire itself (chunk sizes, keep-alive). Exits non-zero on any failure.
@@ -25,7 +25,7 @@ trap cleanup EXIT
 
 # The server reads a copy of the fixtures plus two that exist in one form only.
 mkdir "$tmp/fixtures"
-cp "$here"/fixtures/*.json "$here"/fixtures/*.sse "$tmp/fixtures/"
+cp "$here"/fixtures/*.json "$here"/fixtures/*.sse "$here"/fixtures/*.jsonarray "$tmp/fixtures/"
 cp "$here/fixtures/chat_text.json" "$tmp/fixtures/only_json.json"
 cp "$here/fixtures/anthropic_text.sse" "$tmp/fixtures/only_sse.sse"
 
@@ -57,6 +57,7 @@ WR = {"path": "/tmp/agentsh-e2e/notes.txt", "content": "hello"}
 TOOLS_TEXT = "I'll remember that about Alice — and write the note to /tmp/agentsh-e2e/notes.txt."
 TEXT = "Hello! I'm doing well, merci — how can I help with your café notes today? ☕"
 MEM, FS = "mcp__memory__create_entities", "mcp__filesystem__write_file"
+GMEM, GFS = "mcp_memory_create_entities", "mcp_filesystem_write_file"
 
 # scenario -> (api, expected choices as (finish_reason, text, [(name, arguments)]))
 EXPECT = {
@@ -69,8 +70,13 @@ EXPECT = {
     "chat_text": ("chat", [("stop", TEXT, [])]),
     "responses_tools": ("responses", [("tool_calls", TOOLS_TEXT, [(MEM, ENT), (FS, WR)])]),
     "responses_text": ("responses", [("completed", TEXT, [])]),
+    "gemini_tools": ("gemini", [("STOP", TOOLS_TEXT, [(GMEM, ENT), (GFS, WR)])]),
+    "gemini_text": ("gemini", [("STOP", TEXT, [])]),
 }
 ENCODINGS = [None, "gzip", "br", "zstd", "deflate"]
+# How each API streams: False buffered, True SSE, "array" Gemini's streamed JSON array.
+STREAMS = {"gemini": (False, True, "array")}
+EXTENSIONS = {False: ".json", True: ".sse", "array": ".jsonarray"}
 
 passed, failed = 0, 0
 
@@ -85,12 +91,14 @@ def result(ok, what, detail=""):
 
 
 def base_url(api):
-    return f"http://{HOST}:{PORT}" + ("" if api == "anthropic" else "/v1")
+    return f"http://{HOST}:{PORT}" + ("" if api in ("anthropic", "gemini") else "/v1")
 
 
 def argv(api, scenario, stream=False, encoding=None, raw=False, extra=()):
     args = ["--api", api, "--base-url", base_url(api), "--scenario", scenario]
-    if stream:
+    if stream == "array":
+        args.append("--gemini-array")
+    elif stream:
         args.append("--stream")
     if encoding:
         args += ["--encoding", encoding]
@@ -124,7 +132,7 @@ def check_case(scenario, stream, encoding, raw, run=client):
     if rc != 0:
         return what, False, f"exit {rc}: {err.strip()}"
     if raw:
-        with open(os.path.join(FIXTURES, scenario + (".sse" if stream else ".json")), "rb") as f:
+        with open(os.path.join(FIXTURES, scenario + EXTENSIONS[stream]), "rb") as f:
             fixture = f.read()
         if out != fixture:
             return what, False, f"raw body differs from the fixture ({len(out)} bytes vs {len(fixture)})"
@@ -135,8 +143,14 @@ def check_case(scenario, stream, encoding, raw, run=client):
         return what, False, f"not one JSON object: {out[:200]!r}"
     got = [(c["finish_reason"], c["text"], [(t["name"], t["arguments"]) for t in c["tool_calls"]])
            for c in s["choices"]]
-    if s["api"] != api or s["stream"] != stream or got != want:
+    if s["api"] != api or s["stream"] != bool(stream) or got != want:
         return what, False, f"summary {json.dumps(s, ensure_ascii=False)}"
+    if api == "gemini":
+        # The Gemini API gives calls no id; the first call of the turn is signed.
+        calls = [t for c in s["choices"] for t in c["tool_calls"]]
+        if any(t["id"] is not None for t in calls) or [t["signed"] for t in calls] != [True, False][: len(calls)]:
+            return what, False, f"gemini calls {calls}"
+        return what, True, ""
     ids = [t["id"] for c in s["choices"] for t in c["tool_calls"]]
     if not all(ids) or len(set(ids)) != len(ids):
         return what, False, f"tool call ids missing or repeated: {ids}"
@@ -147,7 +161,8 @@ def check_case(scenario, stream, encoding, raw, run=client):
 
 # Unencoded cases run llm_client.py as a process each (a few at a time); the encoded ones call its
 # main() in this process, one after another, which saves the seconds an SDK import takes.
-cases = [(sc, st, enc, raw) for sc in EXPECT for st in (False, True) for enc in ENCODINGS for raw in (False, True)]
+cases = [(sc, st, enc, raw) for sc in EXPECT for st in STREAMS.get(EXPECT[sc][0], (False, True))
+         for enc in ENCODINGS for raw in (False, True)]
 with cf.ThreadPoolExecutor(max_workers=3) as pool:
     for what, ok, detail in pool.map(lambda c: check_case(*c), [c for c in cases if c[2] is None]):
         result(ok, what, detail)
@@ -163,12 +178,21 @@ print(f"selftest: {len(cases)} SDK runs done", flush=True)
 with open(LOG, encoding="utf-8") as f:
     entries = [json.loads(l) for l in f]
 seen = {}
+
+
+def stream_of(e):
+    """How a logged request asked to stream (Google says it in the path)."""
+    if ":streamGenerateContent" in e["path"]:
+        return True if "alt=sse" in e["path"] else "array"
+    return bool(isinstance(e["body"], dict) and e["body"].get("stream"))
+
+
 for e in entries:
     h = e["headers"]
-    key = (h.get("x-fake-scenario"), bool(isinstance(e["body"], dict) and e["body"].get("stream")), h.get("x-fake-encoding"))
+    key = (h.get("x-fake-scenario"), stream_of(e), h.get("x-fake-encoding"))
     seen[key] = seen.get(key, 0) + 1
 for sc in EXPECT:
-    for st in (False, True):
+    for st in STREAMS.get(EXPECT[sc][0], (False, True)):
         for enc in ENCODINGS:
             n = seen.get((sc, st, enc), 0)
             result(n == 2, f"log {sc} stream={st} encoding={enc}", f"{n} requests logged, 2 made")
@@ -190,6 +214,12 @@ expect_fail("anthropic 529 stream", "anthropic", "anthropic_text", "overloaded_e
             extra=["--header", "x-fake-status: 529"])
 expect_fail("chat 429", "chat", "chat_text", "RateLimitError", extra=["--header", "x-fake-status: 429"])
 expect_fail("responses 500", "responses", "responses_text", "InternalServerError", stream=True,
+            extra=["--header", "x-fake-status: 500"])
+expect_fail("gemini array asked, only .sse", "gemini", "only_sse", "has no .jsonarray fixture", stream="array")
+expect_fail("gemini 429", "gemini", "gemini_text", "429 RESOURCE_EXHAUSTED", extra=["--header", "x-fake-status: 429"])
+expect_fail("gemini 503 stream", "gemini", "gemini_text", "503 UNAVAILABLE", stream=True,
+            extra=["--header", "x-fake-status: 503"])
+expect_fail("gemini 500 array", "gemini", "gemini_text", "500 INTERNAL", stream="array",
             extra=["--header", "x-fake-status: 500"])
 
 # The wire: one keep-alive connection; a streamed body in chunks of at most 37 bytes (several of
@@ -244,6 +274,19 @@ try:
         result(status.startswith("HTTP/1.1 200") and headers.get("content-type") == "application/json"
                and body == open(os.path.join(FIXTURES, "responses_text.json"), "rb").read(),
                "wire: buffered JSON with Content-Length on the same connection", f"{status} {headers}")
+        post(sock, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "gemini_tools", {"contents": []})
+        status, headers = read_head(f)
+        sizes, body = read_chunked(f)
+        result(status.startswith("HTTP/1.1 200") and headers.get("content-type", "").startswith("application/json")
+               and body == open(os.path.join(FIXTURES, "gemini_tools.jsonarray"), "rb").read()
+               and max(sizes) <= 37 and len(sizes) > 10, "wire: Gemini's JSON array stream in pieces",
+               f"{status} {headers} {sizes[:5]}")
+        post(sock, "/v1beta/models/gemini-2.5-flash:countTokens", "x", {})
+        status, headers = read_head(f)
+        body = json.loads(f.read(int(headers["content-length"])))
+        result(status.startswith("HTTP/1.1 404") and body["error"]["status"] == "NOT_FOUND"
+               and body["error"]["code"] == 404, "wire: unknown Google route 404 in Google's shape",
+               f"{status} {body}")
         post(sock, "/v1/nothing", "x", {})
         status, headers = read_head(f)
         body = json.loads(f.read(int(headers["content-length"])))

@@ -67,7 +67,8 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
         allowed_tools: each(r, &f, "allowed_tools", tool_selector),
         denied_tools: each(r, &f, "denied_tools", tool_selector),
         blocked_tools: name_globs(r, &f, "blocked_tools"),
-        rules: each(r, &f, "rules", rules::rule),
+        rules: Vec::new(),
+        host_rules: Vec::new(),
         version_pinning: section(r, &f, "version_pinning", settings::version_pinning),
         rate_limits: section(r, &f, "rate_limits", settings::rate_limits),
         cross_server: section(r, &f, "cross_server", settings::cross_server),
@@ -75,6 +76,13 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
         output_inspection: section(r, &f, "output_inspection", settings::output_inspection),
         server_requests: section(r, &f, "server_requests", settings::server_requests),
     };
+    let mut policy = policy;
+    for rule in each(r, &f, "rules", rules::rule) {
+        match rule {
+            rules::AnyRule::Mcp(rule) => policy.rules.push(*rule),
+            rules::AnyRule::Host(rule) => policy.host_rules.push(rule),
+        }
+    }
     unused_list_warnings(r, &f, &policy);
     policy
 }

@@ -1,4 +1,5 @@
-//! `rules[]`: argument rules, their tool matchers and argument patterns.
+//! `rules[]`: argument rules, their tool matchers and argument patterns. A rule whose match
+//! has `host` is about the agents' own tools, and is read into a [`HostRule`].
 
 use regex::Regex;
 
@@ -9,12 +10,19 @@ use crate::config::patterns::{
     ArgPattern, ArgSelector, NameGlob, NameRegex, PathGlob, ToolMatcher,
 };
 use crate::config::reader::{self, Fields};
-use crate::config::schema::{ArgumentMatch, Rule};
+use crate::config::schema::{ArgumentMatch, HostRule, HostSelector, Rule};
 use crate::config::yaml::Node;
+use crate::native::{Category, catalog};
 
 const TOOL_NAME_KEYS: [&str; 3] = ["tool_name", "tool_name_regex", "tool_name_any"];
 
-pub(super) fn rule(r: &mut Report, node: &Node, path: &str) -> Option<Rule> {
+/// A rule of either kind.
+pub(super) enum AnyRule {
+    Mcp(Box<Rule>),
+    Host(HostRule),
+}
+
+pub(super) fn rule(r: &mut Report, node: &Node, path: &str) -> Option<AnyRule> {
     let f = Fields::open(r, node, path, &["id", "match", "decision", "reason"])?;
     let id = f
         .required(r, "id")
@@ -26,23 +34,169 @@ pub(super) fn rule(r: &mut Report, node: &Node, path: &str) -> Option<Rule> {
         .required(r, "decision")
         .and_then(|n| reader::keyword(r, n, &f.path_of("decision"), Decision::ALL));
     let reason = f.string(r, "reason");
-    let (server, package, tool, arguments) = matcher?;
-    Some(Rule {
-        id: id?,
-        server,
-        package,
-        tool,
-        arguments,
-        decision: decision?,
-        reason,
-        span: node.loc,
-    })
+    match matcher? {
+        Matcher::Mcp(matched) => {
+            let (server, package, tool, arguments) = *matched;
+            Some(AnyRule::Mcp(Box::new(Rule {
+                id: id?,
+                server,
+                package,
+                tool,
+                arguments,
+                decision: decision?,
+                reason,
+                span: node.loc,
+            })))
+        }
+        Matcher::Host(tools, arguments) => Some(AnyRule::Host(HostRule {
+            id: id?,
+            tools,
+            arguments,
+            decision: decision?,
+            reason,
+            span: node.loc,
+        })),
+    }
 }
 
-fn rule_match(r: &mut Report, node: &Node, path: &str) -> Option<RuleMatch> {
-    let mut keys = vec!["server", "package", "argument_patterns"];
-    keys.extend(TOOL_NAME_KEYS);
-    let f = Fields::open(r, node, path, &keys)?;
+enum Matcher {
+    Mcp(Box<RuleMatch>),
+    Host(Vec<HostSelector>, Vec<ArgumentMatch>),
+}
+
+const MATCH_KEYS: [&str; 7] = [
+    "server",
+    "package",
+    "argument_patterns",
+    "host",
+    "tool_name",
+    "tool_name_regex",
+    "tool_name_any",
+];
+
+fn rule_match(r: &mut Report, node: &Node, path: &str) -> Option<Matcher> {
+    let f = Fields::open(r, node, path, &MATCH_KEYS)?;
+    if f.has("host") {
+        return host_match(r, &f, path);
+    }
+    mcp_match(r, &f, path).map(|m| Matcher::Mcp(Box::new(m)))
+}
+
+/// `match: {host: …, argument_patterns: …}`.
+fn host_match(r: &mut Report, f: &Fields<'_>, path: &str) -> Option<Matcher> {
+    let mcp_keys: Vec<&str> = ["server", "package"]
+        .into_iter()
+        .chain(TOOL_NAME_KEYS)
+        .filter(|k| f.has(k))
+        .collect();
+    if let Some(first) = mcp_keys.first() {
+        r.error(
+            f.key_loc(first),
+            format!(
+                "`{path}`: `host` names the agents' own tools, `{first}` names MCP tools: a rule matches one or the other"
+            ),
+        );
+        return None;
+    }
+    let host_path = f.path_of("host");
+    let node = f.get("host")?;
+    let items: Vec<&Node> = if node.as_scalar().is_some() {
+        vec![node]
+    } else {
+        reader::list(r, node, &host_path)?.iter().collect()
+    };
+    if items.is_empty() {
+        r.error(
+            node.loc,
+            format!("`{host_path}` must name at least one category or tool"),
+        );
+        return None;
+    }
+    let mut tools = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let item_path = if node.as_scalar().is_some() {
+            host_path.clone()
+        } else {
+            format!("{host_path}[{i}]")
+        };
+        tools.push(host_selector(r, item, &item_path)?);
+    }
+    let arguments = argument_patterns(r, f);
+    host_field_warnings(r, &tools, &arguments, &f.path_of("argument_patterns"));
+    Some(Matcher::Host(tools, arguments))
+}
+
+fn host_selector(r: &mut Report, node: &Node, path: &str) -> Option<HostSelector> {
+    let text = reader::nonempty_string(r, node, path)?;
+    if text == "*" {
+        return Some(HostSelector::Any);
+    }
+    if let Some(category) = Category::parse(&text) {
+        return Some(HostSelector::Category(category));
+    }
+    let glob = name_glob(r, node, path)?;
+    if !catalog::TOOLS.iter().any(|t| glob.matches(t.name)) {
+        let categories: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
+        let hint = crate::config::reader::suggest(&text, catalog::TOOLS.iter().map(|t| t.name))
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        r.warn(
+            node.loc,
+            format!(
+                "`{path}`: `{text}` is neither a category ({}) nor a tool of Claude Code, Codex CLI or Gemini CLI that agentsh knows; it applies only to a host tool of exactly that name{hint}",
+                categories.join(", ")
+            ),
+        );
+    }
+    Some(HostSelector::Tool(glob))
+}
+
+/// An argument a rule names that the calls it selects may not have: the rule would apply to
+/// fewer calls than it seems to.
+fn host_field_warnings(
+    r: &mut Report,
+    tools: &[HostSelector],
+    arguments: &[ArgumentMatch],
+    path: &str,
+) {
+    let categories: Vec<Category> = tools
+        .iter()
+        .filter_map(|t| match t {
+            HostSelector::Category(c) => Some(*c),
+            HostSelector::Any | HostSelector::Tool(_) => None,
+        })
+        .collect();
+    // Tools named exactly are matched on their own arguments too, which agentsh does not list.
+    if categories.len() != tools.len() {
+        return;
+    }
+    for argument in arguments {
+        let ArgSelector::Path(keys) = &argument.selector else {
+            continue;
+        };
+        let Some(first) = keys.first() else { continue };
+        let missing: Vec<&str> = categories
+            .iter()
+            .filter(|c| !c.fields().contains(&first.as_str()))
+            .map(|c| c.as_str())
+            .collect();
+        if let Some(category) = missing.first() {
+            let fields = Category::parse(category)
+                .map(|c| c.fields().join(", "))
+                .unwrap_or_default();
+            r.warn(
+                argument.span,
+                format!(
+                    "`{path}.{}`: a `{category}` call has no field `{first}` (its fields: {}); the rule only applies to a tool whose own arguments have one",
+                    keys.join("."),
+                    if fields.is_empty() { "none" } else { &fields }
+                ),
+            );
+        }
+    }
+}
+
+fn mcp_match(r: &mut Report, f: &Fields<'_>, path: &str) -> Option<RuleMatch> {
     let server = match f.get("server") {
         Some(n) => name_glob(r, n, &f.path_of("server")),
         None => Some(NameGlob::any()),
@@ -64,7 +218,7 @@ fn rule_match(r: &mut Report, node: &Node, path: &str) -> Option<RuleMatch> {
             );
             None
         }
-        [key] => tool_matcher(r, &f, key),
+        [key] => tool_matcher(r, f, key),
         [_, second, ..] => {
             r.error(
                 f.key_loc(second),
@@ -80,7 +234,7 @@ fn rule_match(r: &mut Report, node: &Node, path: &str) -> Option<RuleMatch> {
             None
         }
     };
-    let arguments = argument_patterns(r, &f);
+    let arguments = argument_patterns(r, f);
     Some((server?, package, tool?, arguments))
 }
 
