@@ -76,10 +76,13 @@ impl Agent {
                 "claude",
                 "-p",
                 prompt,
-                // Its shell too: only agentsh stands between the model and it.
+                // Its own tools too: only agentsh stands between the model and them.
                 "--allowedTools",
                 "mcp__fs",
                 "Bash",
+                "Write",
+                "Read",
+                "Edit",
                 "--output-format",
                 "text",
             ],
@@ -285,6 +288,44 @@ pub fn script(agent: Agent, write_path: &Path, read_path: &Path, shell_line: &st
              "tool_name": agent.shell_tool(),
              "final": "RESULT<<{result}>>"}
         ],
+        "default_text": "OK."
+    })
+}
+
+/// Ordinary work in `files`, with the agent's own tools: list, build something with the shell,
+/// write a source file, read and edit it, search. What a user's session does every minute.
+pub fn everyday_script(agent: Agent, files: &Path) -> Value {
+    let src = files.join("main.rs");
+    let shell = |line: String| json!({"tool_name": agent.shell_tool(), "arguments": agent.shell_arguments(&line)});
+    let mut calls = vec![
+        shell("ls -la && git --version".to_owned()),
+        shell(format!(
+            "mkdir -p {dir}/build && echo built > {dir}/build/out.txt && cat {dir}/build/out.txt",
+            dir = files.display()
+        )),
+    ];
+    let src_text = src.display().to_string();
+    match agent {
+        Agent::Claude => calls.extend([
+            json!({"tool_name": "Write", "arguments": {"file_path": src_text, "content": "fn main() {}\n"}}),
+            json!({"tool_name": "Read", "arguments": {"file_path": src_text}}),
+            json!({"tool_name": "Edit", "arguments": {"file_path": src_text, "old_string": "fn main() {}", "new_string": "fn main() { println!(\"hi\"); }"}}),
+        ]),
+        Agent::Codex => calls.push(json!({"tool_name": "apply_patch", "arguments": {
+            "__exec_source__": format!("*** Begin Patch\n*** Add File: {src_text}\n+fn main() {{ println!(\"hi\"); }}\n*** End Patch\n")
+        }})),
+        Agent::Gemini => calls.extend([
+            json!({"tool_name": "write_file", "arguments": {"file_path": src_text, "content": "fn main() {}\n"}}),
+            json!({"tool_name": "read_file", "arguments": {"file_path": src_text}}),
+            json!({"tool_name": "replace", "arguments": {"file_path": src_text, "instruction": "print hi", "old_string": "fn main() {}", "new_string": "fn main() { println!(\"hi\"); }"}}),
+        ]),
+    }
+    calls.push(shell(format!(
+        "grep -rn println {} | head -5; python3 -c 'print(6*7)'",
+        files.display()
+    )));
+    json!({
+        "turns": [{"prompt_contains": "WORK", "calls": calls, "final": "DONE<<{results}>>"}],
         "default_text": "OK."
     })
 }

@@ -20,7 +20,9 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use agentsh_tests::agents::{API_HOSTS, Agent, AgentUpstream, Project, SERVER, script};
+use agentsh_tests::agents::{
+    API_HOSTS, Agent, AgentUpstream, Project, SERVER, everyday_script, script,
+};
 use agentsh_tests::daemon::{Daemon, skip_unless_root};
 use agentsh_tests::kernel::can_load_hooks;
 use agentsh_tests::llm::TestCa;
@@ -439,6 +441,95 @@ fn no_kernel_case(agent: Agent) {
     if agent == Agent::Codex {
         ran.check_websocket();
     }
+}
+
+/// Ordinary work under the shipped default policy, each agent with its own tools: nothing it
+/// does is blocked (the false positives of the default on real sessions), and all of it ran.
+fn everyday_work(agent: Agent) {
+    if skip_unless_root() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let project_dir = dir.join("p");
+    std::fs::create_dir_all(&project_dir).unwrap();
+    let files = Project::files_dir(&project_dir, agent);
+    let script = everyday_script(agent, &files);
+    let calls = script["turns"][0]["calls"].as_array().map_or(0, Vec::len);
+    let upstream = AgentUpstream::start(dir, &script, "127.0.0.2", 0, None);
+    let default_policy =
+        std::fs::read_to_string(agentsh_tests::repo_root().join("policies/default.yaml")).unwrap();
+    let daemon = Daemon::start_with(
+        dir,
+        &default_policy,
+        &format!(
+            "kernel:\n  enforcement: off\nproxy:\n  listen: 127.0.0.1:0\nproviders:\n  anthropic: {{upstream: \"{url}\"}}\n  openai: {{upstream: \"{url}\"}}\n  google: {{upstream: \"{url}\"}}\n",
+            url = upstream.url
+        ),
+    );
+    let project = Project::new(&project_dir, agent, None);
+    let session_name = format!("{}-work", agent.name());
+    let mut command = Command::new(agentsh_tests::bin("agentshctl"));
+    command
+        .args(["--socket"])
+        .arg(&daemon.socket)
+        .args(["run", "--name", &session_name, "--no-kernel", "--"])
+        .args(agent.command("WORK"))
+        .current_dir(&project.cwd)
+        .env_clear();
+    for (key, value) in &project.env {
+        command.env(key, value);
+    }
+    let out = agentsh_tests::run_bounded(command, b"", Duration::from_secs(240));
+    let session = daemon.session_id(&session_name);
+    let events = daemon.json_lines(&["mcp", "events", "--session", &session, "--json"]);
+    let ctx = format!(
+        "{}\nstdout:\n{}\nstderr:\n{}\nupstream: {:#?}",
+        out.status,
+        out.stdout,
+        tail(&out.stderr, 40),
+        upstream.requests()
+    );
+    let host_calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "mcp_tool_call_intercepted" && e["details"]["native"] == true)
+        .collect();
+    let blocked: Vec<&&Value> = host_calls
+        .iter()
+        .filter(|e| e["action"] != "allow")
+        .collect();
+    assert!(blocked.is_empty(), "false positives: {blocked:#?}\n{ctx}");
+    assert!(
+        host_calls.len() >= calls,
+        "{} of {calls} host calls judged: {host_calls:#?}\n{ctx}",
+        host_calls.len()
+    );
+    assert!(out.stdout.contains("DONE<<"), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("build/out.txt"))
+            .ok()
+            .as_deref(),
+        Some("built\n"),
+        "{ctx}"
+    );
+    let source = std::fs::read_to_string(files.join("main.rs")).unwrap_or_default();
+    assert!(source.contains("println!"), "{source:?}\n{ctx}");
+}
+
+#[test]
+fn claude_code_s_everyday_work_passes_the_default_policy() {
+    everyday_work(Agent::Claude);
+}
+
+#[test]
+fn codex_s_everyday_work_passes_the_default_policy() {
+    everyday_work(Agent::Codex);
+}
+
+#[test]
+fn gemini_cli_s_everyday_work_passes_the_default_policy() {
+    everyday_work(Agent::Gemini);
 }
 
 #[test]

@@ -31,7 +31,11 @@ The script (JSON, read again whenever the file changes) says what the model does
       "call": {"server": "fs", "tool": "write_file",
                "arguments": {"path": "/tmp/d/out.txt", "content": "hello"}},
       "final": "The tool said: {result}"},
-     {"prompt_contains": "HELLO", "text": "Hi there."}
+     {"prompt_contains": "HELLO", "text": "Hi there."},
+     {"prompt_contains": "WORK",
+      "calls": [{"tool_name": "Bash", "arguments": {"command": "ls -la"}},
+                {"tool_name": "Write", "arguments": {"file_path": "/p/a.txt", "content": "x"}}],
+      "final": "DONE<<{results}>>"}
    ],
    "default_text": "OK."}
 
@@ -51,6 +55,9 @@ For each model request the upstream looks at the conversation in it:
      tool_search (a "tool_search_call" item); in Codex's code mode (only `exec` offered) it calls
      exec with JavaScript `text(await tools.mcp__fs__write_file({...}))`. Tools offered but none
      fits: text saying so, listing the names offered.
+     A turn with "calls" (the agent's own tools, each by its name with its arguments) makes
+     them one after another, one per model request, then answers its "final" template with
+     {results} the results' texts.
   3. Anything else (title generation, summaries, next-speaker checks, other side queries):
      "default_text", or JSON filled in from the schema when the request asks for JSON output.
 Streamed answers go out in small pieces: text and tool-call arguments in --piece-chars
@@ -288,9 +295,30 @@ HELPERS = {
 CODE = "__exec_source__"  # arguments key: the call is Codex's freeform exec tool with this source
 
 
+def next_of_calls(conv, turn):
+    """A turn with "calls": the next of them (each {"tool_name", "arguments"}, the agent's own
+    tools by their names), or None when each has had its result."""
+    done = len([c for c in conv.calls if c not in HELPERS])
+    calls = turn.get("calls") or []
+    if done >= len(calls):
+        return None
+    step = calls[done]
+    found = find_tool(conv, "", "", step["tool_name"])
+    if not found:
+        names = ", ".join(f"{ns}.{n}" if ns else n for ns, n in conv.tools)
+        return ("text", f"agent_upstream: no tool {step['tool_name']} among: {names}", turn)
+    return ("call", {}, found, step.get("arguments", {}))
+
+
 def decide(conv, script):
     """-> ("call", turn, (ns, name), args) | ("text", text, turn) | ("json", value)"""
     turn = script.turn_for(conv.prompt)
+    if turn and turn.get("calls") and conv.tools and conv.last in ("prompt", "tool_result"):
+        step = next_of_calls(conv, turn)
+        if step is not None:
+            return step
+        results = " | ".join(result_text(v)[:200] for _, v in conv.results)
+        return ("text", turn.get("final", "DONE<<{results}>>").replace("{results}", results), turn)
     helper_result = (conv.last == "tool_result" and conv.results and conv.results[-1][0] in HELPERS
                      and len(conv.calls) <= 4)
     if conv.last == "tool_result" and not helper_result:
