@@ -8,7 +8,7 @@
 //! A call whose arguments cannot be read is blocked whatever the policy says, since no rule
 //! could be applied to it.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::calls::{Stage, action_and_reason};
 use super::{CallVerdict, Engine, Session, read};
@@ -18,11 +18,15 @@ use crate::inspect::{Detector, Mode, Severity};
 use crate::llm::host_names::{self, HostTool, ToolNamePattern};
 use crate::llm::{Arguments, Dialect, ToolCall};
 use crate::mcp::arguments_digest;
-use crate::native::{self, Category, HostCall, Workspace};
+use crate::native::{self, Category, HostCall, Workspace, code_mode};
 use crate::policy::{self, HostCallRequest, Verdict};
 
 /// Rule of a call whose arguments could not be read.
 pub const UNREADABLE_RULE: &str = "llm/unreadable_arguments";
+/// Rule of Codex's code-mode `exec`, decided by the calls in its code.
+pub const CODE_MODE_RULE: &str = "host/code_mode";
+/// Codex's code-mode tool.
+const CODE_MODE_TOOL: &str = "exec";
 
 /// One tool call found in an LLM response.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +80,14 @@ impl Engine {
                     None,
                     Value::Null,
                 ),
+                (Target::Native, Ok(map)) if code_mode_source(call, map).is_some() => {
+                    let source = code_mode_source(call, map).unwrap_or_default();
+                    (
+                        self.code_mode(session, intercepted, source),
+                        None,
+                        Value::Null,
+                    )
+                }
                 (Target::Native, Ok(map)) => {
                     let mut read = native::read(&call.name, map, intercepted.workspace);
                     let rules = session.rules();
@@ -238,6 +250,74 @@ impl Engine {
             }
             HostTool::Native(_) => vec![Target::Native],
         }
+    }
+}
+
+/// The JavaScript of Codex's code-mode `exec` tool, when this is one.
+fn code_mode_source<'a>(call: &ToolCall, arguments: &'a Map<String, Value>) -> Option<&'a str> {
+    (call.name == CODE_MODE_TOOL && call.namespace.is_none() && arguments.len() == 1)
+        .then(|| arguments.get("input").and_then(Value::as_str))
+        .flatten()
+}
+
+impl Engine {
+    /// Codex's code mode: each tool its code calls is judged as the call it is (recorded as
+    /// its own interception, `{id}/{n}`), and the most restrictive verdict is the `exec`'s.
+    /// Code whose calls cannot be read is blocked.
+    fn code_mode(&self, session: &Session, intercepted: &Intercepted, source: &str) -> Verdict {
+        let call = intercepted.call;
+        let inner = match code_mode::calls(source) {
+            Ok(inner) => inner,
+            Err(why) => {
+                return Verdict {
+                    decision: Decision::Block,
+                    rule: CODE_MODE_RULE.to_owned(),
+                    reason: format!("its code cannot be checked: {why}"),
+                    enforced: true,
+                };
+            }
+        };
+        let mut decided = Verdict {
+            decision: Decision::Allow,
+            rule: CODE_MODE_RULE.to_owned(),
+            reason: format!(
+                "each of the {} tool calls in its code is allowed",
+                inner.len()
+            ),
+            enforced: true,
+        };
+        for (n, written) in inner.iter().enumerate() {
+            let arguments = match (&written.arguments, written.name.as_str()) {
+                (_, CODE_MODE_TOOL) => {
+                    Arguments::Unreadable("code mode inside code mode".to_owned())
+                }
+                (Ok(map), _) => Arguments::Object(map.clone()),
+                (Err(why), _) => Arguments::Unreadable(why.clone()),
+            };
+            let tool_call = ToolCall {
+                id: format!("{}/{}", call.id, n + 1),
+                name: written.name.clone(),
+                namespace: None,
+                arguments,
+            };
+            let verdict = self.intercepted_call(
+                session,
+                &Intercepted {
+                    call: &tool_call,
+                    ..*intercepted
+                },
+            );
+            let verdict = Verdict {
+                decision: verdict.decision,
+                rule: verdict.rule,
+                reason: format!("`tools.{}` in its code: {}", written.name, verdict.reason),
+                enforced: verdict.enforced,
+            };
+            if restriction(&verdict) > restriction(&decided) {
+                decided = verdict;
+            }
+        }
+        decided
     }
 }
 

@@ -18,6 +18,7 @@
 //! `~/…`, so rules can say `~/.ssh/**` for every user. Pure: no I/O.
 
 pub mod catalog;
+pub mod code_mode;
 pub mod patch;
 pub mod shell;
 

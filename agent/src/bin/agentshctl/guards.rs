@@ -121,7 +121,7 @@ fn model_line(host: Host, paths: &Paths) -> String {
 fn code_mode(host: Host) -> &'static str {
     match host {
         Host::Codex => {
-            "; in code mode (Codex's newest models) MCP calls come as JavaScript inside its `exec` tool, judged only when they reach the server"
+            "; in code mode (Codex's newest models) each tool call written in its `exec` JavaScript is judged as the call it is, and code whose calls cannot be read is blocked"
         }
         Host::ClaudeCode | Host::GeminiCli | Host::Cursor | Host::Vscode | Host::ClaudeDesktop => {
             ""
