@@ -42,6 +42,10 @@ echo "== LLM proxy (agentshd vs direct to the upstream) =="
 cargo build --quiet --release -p agentsh --bin agentshd --example proxy_bench
 "${CARGO_TARGET_DIR:-target}/release/examples/proxy_bench"
 echo
+echo "== Responses over WebSocket (agentshd vs direct; beside SSE) =="
+cargo build --quiet --release -p agentsh --bin agentshd --example ws_bench
+"${CARGO_TARGET_DIR:-target}/release/examples/ws_bench"
+echo
 echo "== kernel hooks and the transparent proxy (connect(), TLS: direct vs agentshd vs mitmproxy) =="
 cargo build --quiet --release -p agentsh --bins --example transparent_bench
 "${CARGO_TARGET_DIR:-target}/release/examples/transparent_bench"

@@ -47,7 +47,7 @@ pub enum Via<'a> {
 }
 
 /// A request body past this is refused (conversation histories run to megabytes, not this).
-const MAX_REQUEST_BYTES: usize = 64 << 20;
+pub(super) const MAX_REQUEST_BYTES: usize = 64 << 20;
 /// A buffered response body, decoded, past this is refused rather than passed unread.
 const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 /// A request body must arrive within this.

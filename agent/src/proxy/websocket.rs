@@ -145,11 +145,13 @@ impl Proxy {
                 .boxed_unsync(),
         );
         *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        for name in [header::SEC_WEBSOCKET_ACCEPT, header::SEC_WEBSOCKET_PROTOCOL] {
-            if let Some(value) = response.headers().get(&name) {
-                answer.headers_mut().insert(name, value.clone());
-            }
-        }
+        // The upstream's answer as it is (request ids, a turn state its client keeps), but for
+        // what belongs to one connection and the extensions agentsh did not ask for.
+        let mut headers = response.headers().clone();
+        super::exchange::strip_hop_by_hop(&mut headers);
+        headers.remove(header::CONTENT_LENGTH);
+        headers.remove(header::SEC_WEBSOCKET_EXTENSIONS);
+        *answer.headers_mut() = headers;
         answer
             .headers_mut()
             .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
@@ -176,16 +178,24 @@ impl Proxy {
                     return;
                 }
             };
-            let config = WebSocketConfig::default()
+            // Requests as large as an HTTP request body may be; events as large as one
+            // streamed event may be.
+            let requests = WebSocketConfig::default()
+                .max_message_size(Some(super::exchange::MAX_REQUEST_BYTES))
+                .max_frame_size(Some(super::exchange::MAX_REQUEST_BYTES));
+            let events = WebSocketConfig::default()
                 .max_message_size(Some(relay.limits.max_event_bytes))
                 .max_frame_size(Some(relay.limits.max_event_bytes));
-            let client =
-                WebSocketStream::from_raw_socket(TokioIo::new(client), Role::Server, Some(config))
-                    .await;
+            let client = WebSocketStream::from_raw_socket(
+                TokioIo::new(client),
+                Role::Server,
+                Some(requests),
+            )
+            .await;
             let upstream = WebSocketStream::from_raw_socket(
                 TokioIo::new(upstream),
                 Role::Client,
-                Some(config),
+                Some(events),
             )
             .await;
             relay.run(client, upstream).await;
@@ -238,8 +248,12 @@ struct Turn {
 
 /// How a relay ends.
 enum End {
-    /// A side closed or went away: the other is told.
-    Closed(Option<CloseFrame>),
+    /// The client closed (its close is answered, and passed on to the upstream).
+    ClientClosed(Option<CloseFrame>),
+    /// The upstream closed or went away: the client is told.
+    UpstreamClosed(Option<CloseFrame>),
+    /// The client went away.
+    ClientGone,
     /// Something could not be read safely: both sides are closed with this reason.
     Refused(String),
 }
@@ -247,7 +261,7 @@ enum End {
 impl Relay {
     async fn run(self, mut client: Socket, mut upstream: Socket) {
         let mut turn: Option<Turn> = None;
-        let end = loop {
+        let end = 'relay: loop {
             tokio::select! {
                 message = client.next() => match message {
                     Some(Ok(Message::Text(text))) => {
@@ -256,29 +270,23 @@ impl Relay {
                             Err(why) => break End::Refused(why),
                         };
                         if upstream.send(Message::text(text)).await.is_err() {
-                            break End::Closed(None);
+                            break End::UpstreamClosed(None);
                         }
                     }
                     Some(Ok(Message::Binary(_))) => {
                         break End::Refused("the client sent a binary message, which agentsh does not read".into());
                     }
-                    Some(Ok(Message::Close(frame))) => {
-                        let _ = upstream.send(Message::Close(frame.clone())).await;
-                        break End::Closed(frame);
-                    }
+                    Some(Ok(Message::Close(frame))) => break End::ClientClosed(frame),
                     // Each side's pings are answered by its own socket.
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Err(_)) | None => {
-                        let _ = upstream.close(None).await;
-                        break End::Closed(None);
-                    }
+                    Some(Err(_)) | None => break End::ClientGone,
                 },
                 message = upstream.next() => match message {
                     Some(Ok(Message::Text(text))) => {
                         let out = self.upstream_message(text.as_str(), &mut turn);
                         for data in out.messages {
                             if client.send(Message::text(data)).await.is_err() {
-                                break;
+                                break 'relay End::ClientGone;
                             }
                         }
                         if let Some(why) = out.broken {
@@ -288,38 +296,60 @@ impl Relay {
                     Some(Ok(Message::Binary(_))) => {
                         break End::Refused("the upstream sent a binary message, which agentsh does not read".into());
                     }
-                    Some(Ok(Message::Close(frame))) => break End::Closed(frame),
+                    Some(Ok(Message::Close(frame))) => break End::UpstreamClosed(frame),
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                     Some(Err(err)) => break End::Refused(format!("the upstream's WebSocket failed: {err}")),
-                    None => break End::Closed(None),
+                    None => break End::UpstreamClosed(None),
                 },
             }
         };
-        // A response cut short still ends well formed for the client, its held calls blocked.
-        let (frame, outcome) = match &end {
-            End::Closed(frame) => (
-                frame.clone(),
-                "the WebSocket closed before the response ended".to_owned(),
-            ),
-            End::Refused(why) => (
-                Some(CloseFrame {
-                    code: CloseCode::Policy,
-                    reason: truncate_reason(&format!("agentsh: {why}")).into(),
-                }),
-                why.clone(),
-            ),
+        let outcome = match &end {
+            End::Refused(why) => why.clone(),
+            End::ClientClosed(_) | End::UpstreamClosed(_) | End::ClientGone => {
+                "the WebSocket closed before the response ended".to_owned()
+            }
         };
+        // A response cut short still ends well formed for the client, its held calls blocked.
         if let Some(mut open) = turn.take() {
-            let mut bytes = Vec::new();
-            open.stream.finish(&mut open.judge, &mut bytes);
-            for data in event_data(&bytes, self.limits) {
-                let _ = client.send(Message::text(data)).await;
+            if !matches!(end, End::ClientClosed(_) | End::ClientGone) {
+                let mut bytes = Vec::new();
+                open.stream.finish(&mut open.judge, &mut bytes);
+                for data in event_data(&bytes, self.limits) {
+                    let _ = client.send(Message::text(data)).await;
+                }
             }
             close_turn(&mut open, &outcome, true);
+        } else if let End::Refused(why) = &end {
+            // Refused outside any response: recorded all the same.
+            let mut record = self.record_template.sibling();
+            record.extra.insert("transport".into(), json!("websocket"));
+            record.finish(why, true);
         }
-        let _ = client.send(Message::Close(frame)).await;
-        let _ = client.close(None).await;
-        let _ = upstream.close(None).await;
+        match end {
+            End::ClientClosed(frame) => {
+                // The socket queued its answer to the client's close: flushing sends it.
+                let _ = client.flush().await;
+                let _ = upstream.send(Message::Close(frame)).await;
+                let _ = upstream.flush().await;
+            }
+            End::UpstreamClosed(frame) => {
+                let _ = upstream.flush().await;
+                let _ = client.send(Message::Close(frame)).await;
+                let _ = client.flush().await;
+            }
+            End::ClientGone => {
+                let _ = upstream.close(None).await;
+            }
+            End::Refused(why) => {
+                let frame = CloseFrame {
+                    code: CloseCode::Policy,
+                    reason: truncate_reason(&format!("agentsh: {why}")).into(),
+                };
+                let _ = client.send(Message::Close(Some(frame))).await;
+                let _ = client.flush().await;
+                let _ = upstream.close(None).await;
+            }
+        }
     }
 
     /// A message of the client: a `response.create` starts an exchange. What goes upstream
@@ -336,7 +366,13 @@ impl Relay {
                     .map_err(|_| "a redacted message is not UTF-8".to_owned())?;
             }
         }
-        if creates {
+        if creates && !self.intercepting {
+            // `disabled`: passed and recorded, nothing read.
+            let mut record = self.record_template.sibling();
+            record.request_bytes = forwarded.len() as u64;
+            record.extra.insert("transport".into(), json!("websocket"));
+            record.finish("forwarded unread (mode disabled)", false);
+        } else if creates {
             if let Some(mut previous) = turn.take() {
                 // A new response before the last ended: the last one's record ends here.
                 close_turn(
@@ -353,6 +389,7 @@ impl Relay {
     fn start_turn(&self, request: &str) -> Turn {
         let mut record = self.record_template.sibling();
         record.capture = Capture::open(&self.bodies, &record.request_id);
+        record.status = Some(StatusCode::SWITCHING_PROTOCOLS.as_u16());
         record.streamed = true;
         record.request_bytes = request.len() as u64;
         // The request fields sit beside `type`.
@@ -386,8 +423,15 @@ impl Relay {
         let open = turn.get_or_insert_with(|| self.start_turn("{}"));
         open.record.response_bytes += text.len() as u64;
         let mut bytes = Vec::new();
+        // A CR may only be whitespace in JSON, and would end an SSE line: it is read as a
+        // space (the message means the same).
+        let text: std::borrow::Cow<'_, str> = if text.contains('\r') {
+            text.replace('\r', " ").into()
+        } else {
+            text.into()
+        };
         open.stream
-            .push(&sse::encode(None, text), &mut open.judge, &mut bytes);
+            .push(&sse::encode(None, &text), &mut open.judge, &mut bytes);
         let messages = event_data(&bytes, self.limits);
         let broken = open.stream.is_broken();
         if broken || open.stream.delivered_end() {

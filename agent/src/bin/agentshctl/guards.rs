@@ -180,9 +180,16 @@ mod tests {
             &paths,
         );
         assert!(
-            gemini
+            gemini.last().is_some_and(|l| !l.contains("warning")
+                && l.contains("model traffic (Google generateContent) is judged")),
+            "{gemini:#?}"
+        );
+        let codex = lines(Some(Host::Codex), "codex", &Discovery::default(), &paths);
+        assert!(
+            codex
                 .last()
-                .is_some_and(|l| l.contains("warning") && l.contains("NOT judged"))
+                .is_some_and(|l| l.contains("code mode") && l.contains("judged as the call it is")),
+            "{codex:#?}"
         );
         let none = Paths {
             launchers: false,
