@@ -101,6 +101,72 @@ fn agentshd_keeps_the_type_notify_contract() {
     assert!(status.success(), "{status:?}");
 }
 
+/// A session's connections through the transparent proxy cost agentshd two descriptors each:
+/// the unit allows many, and agentshd raises its soft limit to the hard one (started with the
+/// usual soft 1024, as a shell or a container would start it).
+#[test]
+fn agentshd_can_hold_many_connections() {
+    let unit = std::fs::read_to_string(repo_root().join("packaging/agentshd.service")).unwrap();
+    let limit: u64 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LimitNOFILE="))
+        .expect("the unit sets LimitNOFILE")
+        .parse()
+        .unwrap();
+    assert!(limit >= 65536, "{limit}");
+
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if hard <= 1024 {
+        eprintln!("skipped: the hard open files limit here is {hard}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify");
+    let notifications = UnixDatagram::bind(&notify_path).unwrap();
+    notifications
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let config = minimal_config(dir.path());
+    let mut command = Command::new(bin("agentshd"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(move || {
+            setrlimit(Resource::RLIMIT_NOFILE, 1024, hard).map_err(std::io::Error::from)
+        });
+    }
+    let mut daemon = command.spawn().unwrap();
+    let mut buf = [0; 256];
+    let n = notifications.recv(&mut buf).expect("READY=1 within 30 s");
+    assert_eq!(&buf[..n], b"READY=1");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.id())).unwrap();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        open_files[3..5],
+        [hard.to_string(), hard.to_string()],
+        "{limits}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = wait_bounded(&mut daemon, Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+}
+
 /// Under systemd (`$INVOCATION_ID`, Delegate=yes) agentshd leaves its unit's cgroup for
 /// `<unit>/daemon`, and `cgroup_parent: auto` puts sessions beside it in `<unit>/sessions`.
 /// The unit's cgroup is a test cgroup here.

@@ -140,6 +140,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
     for warning in &policy.warnings {
         eprintln!("{warning}");
     }
+    raise_open_files();
     let rules = Rules::compile(policy).context("building the detector")?;
     let retention = Retention {
         max_age: Some(config.retention.max_age),
@@ -425,6 +426,24 @@ fn load_kernel(
          stdio shims apply"
     ));
     Ok(None)
+}
+
+/// Every session's connections through the transparent proxy (two descriptors each), the
+/// control connections and the stores share agentshd's descriptors: the soft limit (1024 on
+/// most systems) is raised to the hard one, which the unit sets (`LimitNOFILE`).
+fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(err) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                eprintln!(
+                    "agentshd: warning: open files stay limited to {soft} (raising to {hard}: {err})"
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(err) => eprintln!("agentshd: warning: cannot read the open files limit: {err}"),
+    }
 }
 
 /// Tells systemd about our state when it started us with Type=notify (`$NOTIFY_SOCKET`).
