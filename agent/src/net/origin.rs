@@ -223,14 +223,7 @@ impl Origin {
                 sender
             }
             None => {
-                let stream =
-                    TcpStream::connect(address)
-                        .await
-                        .map_err(|source| OriginError::Connect {
-                            addr: address,
-                            source,
-                        })?;
-                let _ = stream.set_nodelay(true);
+                let stream = self.connect_plain().await?;
                 let (sender, connection) = http1::handshake(TokioIo::new(stream))
                     .await
                     .map_err(http_error)?;
@@ -239,6 +232,19 @@ impl Origin {
             }
         };
         sender.send_request(request).await.map_err(http_error)
+    }
+
+    /// A plain TCP connection to the origin.
+    async fn connect_plain(&self) -> Result<TcpStream, OriginError> {
+        let stream =
+            TcpStream::connect(self.address)
+                .await
+                .map_err(|source| OriginError::Connect {
+                    addr: self.address,
+                    source,
+                })?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
     }
 
     /// A declared server's certificate must carry the pinned key.
@@ -285,14 +291,7 @@ impl Origin {
                 }
             }
             None => {
-                let stream =
-                    TcpStream::connect(address)
-                        .await
-                        .map_err(|source| OriginError::Connect {
-                            addr: address,
-                            source,
-                        })?;
-                let _ = stream.set_nodelay(true);
+                let stream = self.connect_plain().await?;
                 let (sender, connection) = http1::handshake(TokioIo::new(stream))
                     .await
                     .map_err(http_error)?;

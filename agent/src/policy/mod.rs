@@ -79,7 +79,11 @@ pub struct CallRequest<'a> {
 
 /// Decides one tools/call against `policy`.
 pub fn decide_call(policy: &McpPolicy, call: &CallRequest) -> Verdict {
-    let verdict = decide_enforced(policy, call);
+    audit_only(policy, decide_enforced(policy, call))
+}
+
+/// Under `enforce_policy: false` a block is recorded, not enforced.
+fn audit_only(policy: &McpPolicy, verdict: Verdict) -> Verdict {
     if verdict.decision == Decision::Block && !policy.enforce_policy {
         return Verdict {
             enforced: false,
@@ -453,14 +457,7 @@ pub struct HostCallRequest<'a> {
 /// that matches, else allowed (`default_decision` is about MCP tools: an agent's shell and
 /// editor are how it works at all).
 pub fn decide_host_call(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
-    let verdict = decide_host_enforced(policy, call);
-    if verdict.decision == Decision::Block && !policy.enforce_policy {
-        return Verdict {
-            enforced: false,
-            ..verdict
-        };
-    }
-    verdict
+    audit_only(policy, decide_host_enforced(policy, call))
 }
 
 fn decide_host_enforced(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
