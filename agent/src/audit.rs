@@ -74,6 +74,12 @@ pub enum EventKind {
     /// A session ended and its policy names a server that no session has ever run: the rules
     /// that name it have applied to nothing.
     PolicyServerUnseen,
+    /// A session (or a user outside sessions) reached one of agentshd's resource limits; one
+    /// event per episode, the refusals after it are not recorded one by one.
+    LimitReached,
+    /// Retention deleted events to keep the store within its bounds: how many, of which
+    /// sessions, up to when.
+    RetentionDeleted,
 }
 
 impl EventKind {
@@ -104,6 +110,8 @@ impl EventKind {
             Self::SessionEnded => "session_ended",
             Self::PolicyLoaded => "policy_loaded",
             Self::PolicyServerUnseen => "policy_server_unseen",
+            Self::LimitReached => "limit_reached",
+            Self::RetentionDeleted => "retention_deleted",
         }
     }
 
@@ -133,6 +141,8 @@ impl EventKind {
         Self::SessionEnded,
         Self::PolicyLoaded,
         Self::PolicyServerUnseen,
+        Self::LimitReached,
+        Self::RetentionDeleted,
     ];
 }
 

@@ -16,6 +16,7 @@ pub mod hosts;
 pub mod inspect;
 pub mod kernel;
 pub mod launch;
+pub mod limits;
 pub mod llm;
 pub mod mcp;
 pub mod native;

@@ -95,6 +95,11 @@ pub fn oversize() -> Vec<u8> {
     )
 }
 
+/// The answer to a connection that is not served (an unidentifiable peer, a limit reached).
+pub fn refused(why: &str) -> Vec<u8> {
+    respond(0, Err(forbidden(why)))
+}
+
 fn respond(id: u64, answer: Answer) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(format!("{{\"v\":{PROTOCOL_VERSION},\"id\":{id},").as_bytes());

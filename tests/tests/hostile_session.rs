@@ -1,0 +1,230 @@
+//! A prompt-injected agent, running as an unprivileged user inside a session, turns on agentshd
+//! and on the other sessions: it must not take another identity, starve the control socket for
+//! others, or reach another session's processes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agentsh_tests::daemon::{Daemon, skip_unless_root};
+use serde_json::Value;
+
+/// The unprivileged user the hostile sessions run as.
+const NOBODY: &str = "65534";
+
+/// A daemon whose socket (and directory) an unprivileged session can reach.
+fn daemon_for_nobody(dir: &Path) -> Daemon {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    Daemon::start(dir, "")
+}
+
+/// `agentshctl run --name NAME -- python3 -c SCRIPT SOCKET ARGS...` as nobody, started in the
+/// background.
+fn python_session(daemon: &Daemon, name: &str, script: &str, args: &[&str]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(agentsh_tests::bin("agentshctl"));
+    cmd.arg("--socket")
+        .arg(&daemon.socket)
+        .args(["run", "--name", name, "--", "python3", "-c", script])
+        .arg(&daemon.socket)
+        .args(args)
+        .env("SUDO_UID", NOBODY)
+        .env("SUDO_GID", NOBODY)
+        .current_dir("/")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("start agentshctl run")
+}
+
+fn finish(child: std::process::Child, what: &str) -> (String, String) {
+    let out = child.wait_with_output().expect("wait for the session");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// The last line of a script's output, as JSON.
+fn result(stdout: &str) -> Value {
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+const CONNECT_AND_EXIT: &str = r#"
+import json, os, socket, sys
+path, tries = sys.argv[1], int(sys.argv[2])
+roles = {}
+for _ in range(tries):
+    s = socket.socket(socket.AF_UNIX)
+    child = os.fork()
+    if child == 0:
+        try:
+            s.connect(path)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    try:
+        s.sendall(b'{"v":1,"id":1,"op":"hello","args":{}}\n')
+        answer = json.loads(s.makefile().readline() or "{}")
+    except OSError:
+        answer = {}
+    s.close()
+    if "ok" in answer:
+        key = answer["ok"]["role"] + ":" + str(answer["ok"].get("session"))
+    else:
+        key = "refused"
+    roles[key] = roles.get(key, 0) + 1
+print(json.dumps(roles))
+"#;
+
+/// B4: a child connects and exits at once; its parent, still in the session, speaks on the
+/// socket. agentshd either identified the child while it lived (the session's role) or refuses
+/// the connection: never `user` or `admin` because the child's /proc entry was gone.
+#[test]
+fn a_peer_that_connects_and_exits_is_never_taken_for_another_identity() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon_for_nobody(dir.path());
+    let child = python_session(&daemon, "racer", CONNECT_AND_EXIT, &["400"]);
+    let (stdout, _) = finish(child, "the racing session");
+    let session = daemon.session_id("racer");
+    let roles = result(&stdout);
+    let roles = roles.as_object().unwrap();
+    let allowed = [format!("session:{session}"), "refused".to_owned()];
+    let wrong: Vec<_> = roles.iter().filter(|(k, _)| !allowed.contains(k)).collect();
+    assert!(
+        wrong.is_empty(),
+        "a connection was taken for another identity: {roles:?}"
+    );
+    eprintln!("connect-and-exit: {roles:?}");
+}
+
+const HOG: &str = r#"
+import json, os, socket, sys, time
+path, ready, done = sys.argv[1], sys.argv[2], sys.argv[3]
+def answer(s, wait):
+    s.settimeout(wait)
+    try:
+        line = s.makefile().readline()
+    except (OSError, ValueError):
+        return None
+    return json.loads(line) if line else None
+# Unterminated 60 MB lines: agentshd holds them until the line ends.
+floods, flood_refused = [], 0
+for _ in range(4):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    try:
+        s.sendall(b'{"v":1,"id":1,"op":"hello","args":{"pad":"' + b"x" * (60 << 20))
+    except OSError:
+        pass
+    got = answer(s, 2)
+    if got and "error" in got:
+        flood_refused += 1
+        s.close()
+    else:
+        floods.append(s)
+# Idle connections, as many as it can.
+idle, idle_refused, reasons = [], 0, set()
+for _ in range(400):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    idle.append(s)
+time.sleep(1)
+for s in idle:
+    got = answer(s, 0.05)
+    if got and "error" in got:
+        idle_refused += 1
+        reasons.add(got["error"]["message"])
+print(json.dumps({"flood_refused": flood_refused, "idle_refused": idle_refused,
+                  "reasons": sorted(reasons)}), flush=True)
+open(ready, "w").close()
+while not os.path.exists(done):
+    time.sleep(0.1)
+"#;
+
+const HELLO: &str = r#"
+import json, socket, sys, time
+path = sys.argv[1]
+times = []
+for _ in range(50):
+    start = time.monotonic()
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b'{"v":1,"id":1,"op":"hello","args":{}}\n')
+    answer = json.loads(s.makefile().readline())
+    assert answer["ok"]["role"] == "session", answer
+    s.close()
+    times.append(time.monotonic() - start)
+times.sort()
+print(json.dumps({"median_ms": times[len(times) // 2] * 1000, "max_ms": times[-1] * 1000}))
+"#;
+
+/// D3: one session holds as many control connections as it can and floods unterminated lines;
+/// it meets its own limits (each reported once) and another session does not notice.
+#[test]
+fn one_session_cannot_starve_the_control_socket() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon_for_nobody(dir.path());
+    let (ready, done) = (dir.path().join("ready"), dir.path().join("done"));
+    let baseline = python_session(&daemon, "calm-before", HELLO, &[]);
+    let (before, _) = finish(baseline, "the session before the flood");
+
+    let hog = python_session(
+        &daemon,
+        "hog",
+        HOG,
+        &[ready.to_str().unwrap(), done.to_str().unwrap()],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the hog never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rss = rss_kib(daemon.pid());
+    let other = python_session(&daemon, "calm", HELLO, &[]);
+    let (during, _) = finish(other, "the other session");
+    std::fs::write(&done, "").unwrap();
+    let (hog_out, _) = finish(hog, "the hog");
+
+    let hog_result = result(&hog_out);
+    // Two 60 MB lines fit the session's 128 MiB in flight; the others are refused.
+    assert_eq!(hog_result["flood_refused"], 2, "{hog_result}");
+    // 256 connections per session: the two held floods and 254 idle ones.
+    assert_eq!(hog_result["idle_refused"], 400 - 254, "{hog_result}");
+    let hog_id = daemon.session_id("hog");
+    let events = daemon.json_lines(&["mcp", "events", "--session", &hog_id, "--json"]);
+    let limits: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "limit_reached")
+        .filter_map(|e| e["details"]["limit"].as_str())
+        .collect();
+    assert_eq!(
+        limits,
+        ["control request bytes in flight", "control connections"],
+        "one event per episode of each limit: {events:?}"
+    );
+    eprintln!(
+        "control socket: hello before the flood {}, during it {} (another session); agentshd RSS during the flood {} MiB",
+        before.trim(),
+        during.trim(),
+        rss / 1024
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
