@@ -22,6 +22,7 @@ use std::sync::Mutex;
 use crate::kernel;
 
 pub mod ca;
+pub mod isolation;
 pub mod trust;
 
 pub use crate::config::CgroupParent;

@@ -12,8 +12,18 @@ use agentsh_tests::{Output, bin, run_bounded};
 use serde_json::Value;
 
 const POLICY: &str = "sandbox:\n  mcp:\n    rules:\n      - {id: no-write, match: {tool_name: write_file}, decision: block, reason: \"read-only\"}\n";
-const CHECKS: [&str; 10] = [
-    "kernel", "cgroup", "bpf", "bpffs", "links", "daemon", "trust", "config", "policy", "servers",
+const CHECKS: [&str; 11] = [
+    "kernel",
+    "isolation",
+    "cgroup",
+    "bpf",
+    "bpffs",
+    "links",
+    "daemon",
+    "trust",
+    "config",
+    "policy",
+    "servers",
 ];
 
 /// `agentshctl --socket SOCKET doctor ARGS...`
@@ -108,6 +118,12 @@ fn a_running_daemon_with_kernel_hooks_passes_every_check() {
         r["bpf"]
     );
     assert!(detail(&r, "trust").contains("mode 0711"), "{}", r["trust"]);
+    // This kernel has Landlock with scoped signals: sessions are kept apart.
+    assert!(
+        detail(&r, "isolation").starts_with("Landlock domain (ABI "),
+        "{}",
+        r["isolation"]
+    );
 
     // A bundle others may read is a failure, with the command that fixes it.
     let bundle = dir.path().join("trust/planted.pem");

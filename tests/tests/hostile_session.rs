@@ -228,3 +228,130 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
+
+const VICTIM: &str = r#"
+import os, sys, time
+pid_file, done = sys.argv[2], sys.argv[3]
+secret = "victim-secret-" + "7" * 16
+with open(pid_file + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(pid_file + ".tmp", pid_file)
+while not os.path.exists(done):
+    time.sleep(0.1)
+print(secret[:6])
+"#;
+
+const INTRUDER: &str = r#"
+import ctypes, json, os, signal, sys, time
+pid_file = sys.argv[2]
+while not os.path.exists(pid_file):
+    time.sleep(0.05)
+victim = int(open(pid_file).read())
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+SYS_pidfd_open, SYS_pidfd_getfd = 434, 438
+def errno_of(result):
+    return "ok" if result >= 0 else os.strerror(ctypes.get_errno())
+def try_ptrace(pid):
+    result = errno_of(libc.ptrace(PTRACE_ATTACH, pid, None, None))
+    if result == "ok":
+        os.waitpid(pid, 0)
+        libc.ptrace(PTRACE_DETACH, pid, None, None)
+    return result
+def try_getfd(pid):
+    pidfd = libc.syscall(SYS_pidfd_open, pid, 0)
+    if pidfd < 0:
+        return "pidfd_open: " + errno_of(pidfd)
+    result = errno_of(libc.syscall(SYS_pidfd_getfd, pidfd, 0, 0))
+    os.close(pidfd)
+    return result
+def try_read(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(64)
+        return "ok"
+    except OSError as e:
+        return os.strerror(e.errno)
+def try_signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+        return "ok"
+    except OSError as e:
+        return os.strerror(e.errno)
+# The same attempts on a process of this very session: they work, so a refusal above is the
+# isolation's, not a lack of means.
+own = os.fork()
+if own == 0:
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.2)
+result = {
+    "other": {
+        "ptrace": try_ptrace(victim),
+        "pidfd_getfd": try_getfd(victim),
+        "mem": try_read(f"/proc/{victim}/mem"),
+        "environ": try_read(f"/proc/{victim}/environ"),
+        "signal": try_signal(victim, signal.SIGCONT),
+    },
+    "own": {
+        "ptrace": try_ptrace(own),
+        "pidfd_getfd": try_getfd(own),
+        "environ": try_read(f"/proc/{own}/environ"),
+        "signal": try_signal(own, signal.SIGCONT),
+    },
+}
+os.kill(own, signal.SIGKILL)
+os.waitpid(own, 0)
+print(json.dumps(result))
+"#;
+
+/// B5: two sessions of the same unprivileged user. One cannot ptrace the other's process,
+/// take its descriptors, read its memory or environment, or signal it; within a session all of
+/// that still works.
+#[test]
+fn one_session_cannot_reach_into_another_of_the_same_user() {
+    if skip_unless_root() {
+        return;
+    }
+    if let agentsh::session::isolation::Isolation::Unavailable(why) =
+        agentsh::session::isolation::available()
+    {
+        eprintln!("skipped: no Landlock here ({why})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon_for_nobody(dir.path());
+    let (pid_file, done) = (dir.path().join("victim.pid"), dir.path().join("done"));
+    let (pid_arg, done_arg) = (pid_file.to_str().unwrap(), done.to_str().unwrap());
+    let victim = python_session(&daemon, "victim", VICTIM, &[pid_arg, done_arg]);
+    let intruder = python_session(&daemon, "intruder", INTRUDER, &[pid_arg]);
+    let (out, _) = finish(intruder, "the intruding session");
+    std::fs::write(&done, "").unwrap();
+    finish(victim, "the victim session");
+    let found = result(&out);
+    for (what, outcome) in found["other"].as_object().unwrap() {
+        assert_ne!(outcome, "ok", "{what} across sessions succeeded: {found}");
+    }
+    for (what, outcome) in found["own"].as_object().unwrap() {
+        assert_eq!(outcome, "ok", "{what} within the session failed: {found}");
+    }
+    let events = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--session",
+        &daemon.session_id("intruder"),
+        "--json",
+    ]);
+    let started = events
+        .iter()
+        .find(|e| e["event"] == "session_started")
+        .expect("session_started");
+    assert!(
+        started["details"]["isolation"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("Landlock domain")),
+        "{started}"
+    );
+    eprintln!("across sessions: {}", found["other"]);
+}

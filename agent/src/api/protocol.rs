@@ -249,6 +249,10 @@ pub struct SessionCreateArgs {
     /// are checked against them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub configured: Vec<crate::hosts::ConfiguredServer>,
+    /// What keeps the session's processes from other sessions', in words (the launcher puts
+    /// it in force; recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -553,6 +553,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "name": record.name,
             "host": a.host,
             "configured_servers": a.configured,
+            "isolation": a.isolation.as_deref().unwrap_or("unknown: the launcher did not say"),
         })),
     );
     let warnings = session_warnings(daemon, &session, a.host, &a.configured);

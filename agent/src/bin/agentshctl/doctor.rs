@@ -12,6 +12,7 @@ use agentsh::api::protocol::{Hello, Role, ops};
 use agentsh::api::{Client, ClientError, default_socket_path};
 use agentsh::config::{self, CgroupParent, ConfigError, DaemonConfig, Enforcement};
 use agentsh::kernel::{self, PIN_DIR, caps};
+use agentsh::session::isolation::{self, Isolation};
 use anyhow::{Context as _, Result};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
@@ -252,6 +253,7 @@ fn checks(args: &Args, socket_flag: Option<&Path>) -> Vec<Check> {
     };
     vec![
         kernel_check(),
+        isolation_check(),
         cgroup_check(&facts),
         bpf_check(&facts),
         bpffs_check(&facts),
@@ -375,6 +377,24 @@ fn kernel_check() -> Check {
             "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (every major distribution's default)",
         ),
         Some(_) => Check::ok(NAME, format!("{release} {with}")),
+    }
+}
+
+/// What keeps sessions of one user apart (what `agentshctl run` puts in force).
+fn isolation_check() -> Check {
+    const NAME: &str = "isolation";
+    match isolation::available() {
+        found @ Isolation::Landlock { abi } if abi >= 6 => Check::ok(NAME, found.to_string()),
+        found @ Isolation::Landlock { .. } => Check::warn(
+            NAME,
+            found.to_string(),
+            "a kernel with Landlock ABI 6 (Linux 6.12) also keeps sessions from signalling each other",
+        ),
+        found @ Isolation::Unavailable(_) => Check::warn(
+            NAME,
+            format!("{found}: sessions of one user can ptrace and read each other"),
+            "boot a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y, `landlock` in lsm=)",
+        ),
     }
 }
 

@@ -18,6 +18,7 @@ use agentsh::api::Client;
 use agentsh::api::protocol::{PolicySource, SessionArgs, SessionCreateArgs, SessionCreated, ops};
 use agentsh::hosts::{self, Discovery, Environment, Host, Transport};
 use agentsh::launch::{BUILT_IN_LAUNCHERS, manifest};
+use agentsh::session::isolation::{self, Isolation};
 
 use crate::guards;
 use anyhow::{Context as _, Result, bail};
@@ -113,6 +114,14 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
 
+    // What keeps this session's processes from other sessions' (the child enters it).
+    let isolation = isolation::available();
+    if let Isolation::Unavailable(why) = &isolation {
+        eprintln!(
+            "agentshctl: this session is not isolated from the user's other sessions ({why}): its processes can ptrace and read theirs"
+        );
+    }
+
     let (go_read, go_write) = nix::unistd::pipe()?;
     // SAFETY: this process is single-threaded here (no runtime, no helper threads), so the
     // child may allocate before exec.
@@ -148,6 +157,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                 },
                 host,
                 configured: discovery.servers.clone(),
+                isolation: Some(isolation.to_string()),
             },
         )
         .map_err(anyhow::Error::from);
@@ -490,6 +500,12 @@ fn child_main(
         for (name, value) in &environment {
             std::env::set_var(name, value);
         }
+    }
+    // Entered before privileges drop: root needs no no_new_privs for it.
+    if let Err(err) = isolation::isolate_self() {
+        eprintln!("agentshctl: cannot keep the session apart from others: {err}");
+        // SAFETY: see above.
+        unsafe { libc::_exit(126) };
     }
     if let Some(user) = target
         && let Err(err) = drop_privileges(user)
