@@ -57,42 +57,50 @@ pub struct Config {
     pub proxy6_port: u16,
 }
 
-/// An IPv4 destination as the connect hook sees it.
+/// The `session` of a deny entry that applies to every session.
+pub const EVERY_SESSION: u32 = 0;
+
+/// An IPv4 destination denied to a session, as the connect hook looks it up.
 ///
-/// `port == 0` in a deny entry means every port of `addr`.
+/// `port == 0` means every port of `addr`; `session == EVERY_SESSION` every session.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dest4 {
     pub addr: u32,
     pub port: u16,
     pub _pad: u16,
+    pub session: u32,
 }
 
 impl Dest4 {
-    pub const fn new(addr_be: u32, port: u16) -> Self {
+    pub const fn new(addr_be: u32, port: u16, session: u32) -> Self {
         Self {
             addr: addr_be,
             port,
             _pad: 0,
+            session,
         }
     }
 }
 
-/// An IPv6 destination (never IPv4-mapped: those are looked up as `Dest4`).
+/// An IPv6 destination denied to a session (never IPv4-mapped: those are looked up as
+/// `Dest4`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dest6 {
     pub addr: [u32; 4],
     pub port: u16,
     pub _pad: u16,
+    pub session: u32,
 }
 
 impl Dest6 {
-    pub const fn new(addr_be: [u32; 4], port: u16) -> Self {
+    pub const fn new(addr_be: [u32; 4], port: u16, session: u32) -> Self {
         Self {
             addr: addr_be,
             port,
             _pad: 0,
+            session,
         }
     }
 }
@@ -165,8 +173,8 @@ mod tests {
     fn layouts_have_no_hidden_padding() {
         assert_eq!(size_of::<Config>(), 28);
         assert_eq!(size_of::<SessionInfo>(), 8);
-        assert_eq!(size_of::<Dest4>(), 8);
-        assert_eq!(size_of::<Dest6>(), 20);
+        assert_eq!(size_of::<Dest4>(), 12);
+        assert_eq!(size_of::<Dest6>(), 24);
         assert_eq!(size_of::<Original>(), 40);
         assert_eq!(size_of::<PeerKey>(), 20);
         assert_eq!(size_of::<Event>(), 40);

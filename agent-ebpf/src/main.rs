@@ -21,9 +21,9 @@ use core::ffi::c_void;
 use core::ptr::{addr_of, addr_of_mut};
 
 use agent_common::{
-    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, Config, Dest4, Dest6, EVENTS_BYTES, Event,
-    MAX_DENY4, MAX_DENY6, MAX_LOOPBACK, MAX_ORIGINALS, MAX_SESSIONS, Original, PeerKey,
-    SESSION_FLAG_INTERCEPT_LOOPBACK, SOCK_ALLOW, SOCK_DENY, SessionInfo,
+    ACTION_DENY, ACTION_DENY_QUIC, AF_INET, AF_INET6, Config, Dest4, Dest6, EVENTS_BYTES,
+    EVERY_SESSION, Event, MAX_DENY4, MAX_DENY6, MAX_LOOPBACK, MAX_ORIGINALS, MAX_SESSIONS,
+    Original, PeerKey, SESSION_FLAG_INTERCEPT_LOOPBACK, SOCK_ALLOW, SOCK_DENY, SessionInfo,
 };
 use aya_ebpf::{
     bindings::{BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, bpf_sock_addr},
@@ -80,6 +80,8 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 struct Session {
     /// Its cgroup id.
     id: u64,
+    /// The number its deny entries carry.
+    number: u32,
     flags: u32,
 }
 
@@ -174,7 +176,7 @@ fn try_sendmsg(ctx: &SockAddrContext, v6: bool) -> i32 {
     let dst = read_dst(ctx.sock_addr, v6);
     let action = if dst.port == QUIC_PORT {
         ACTION_DENY_QUIC
-    } else if denied(&dst) {
+    } else if denied(&dst, session.number) {
         ACTION_DENY
     } else {
         return SOCK_ALLOW;
@@ -252,6 +254,7 @@ fn current_session(config: &Config) -> Option<Session> {
     // SAFETY: map lookups return a pointer the verifier has checked; we only copy a field.
     unsafe { SESSIONS.get(&id) }.map(|info| Session {
         id,
+        number: info.session_id,
         flags: info.flags,
     })
 }
@@ -299,7 +302,7 @@ fn decide(config: &Config, session: &Session, dst: &Dst, sock_type: u32) -> Deci
     if proxy_port != 0 && dst.port == proxy_port && dst.addr == proxy_addr {
         return Decision::Allow;
     }
-    if denied(dst) {
+    if denied(dst, session.number) {
         return Decision::Deny(ACTION_DENY);
     }
     // A connected UDP socket sends without sendmsg's address hook: refuse QUIC here too.
@@ -320,19 +323,24 @@ fn decide(config: &Config, session: &Session, dst: &Dst, sock_type: u32) -> Deci
     Decision::Redirect
 }
 
-fn denied(dst: &Dst) -> bool {
-    // SAFETY (all four): map lookups return a pointer the verifier has checked; presence only.
+/// Whether `dst` is denied to every session or to `session`, on its port or on all ports.
+fn denied(dst: &Dst, session: u32) -> bool {
+    // SAFETY (all): map lookups return a pointer the verifier has checked; presence only.
     if dst.family == AF_INET {
         let addr = dst.addr[0];
-        unsafe {
-            DENY4.get(Dest4::new(addr, dst.port)).is_some()
-                || DENY4.get(Dest4::new(addr, 0)).is_some()
-        }
+        let denied =
+            |port, session| unsafe { DENY4.get(Dest4::new(addr, port, session)).is_some() };
+        denied(dst.port, EVERY_SESSION)
+            || denied(0, EVERY_SESSION)
+            || denied(dst.port, session)
+            || denied(0, session)
     } else {
-        unsafe {
-            DENY6.get(Dest6::new(dst.addr, dst.port)).is_some()
-                || DENY6.get(Dest6::new(dst.addr, 0)).is_some()
-        }
+        let denied =
+            |port, session| unsafe { DENY6.get(Dest6::new(dst.addr, port, session)).is_some() };
+        denied(dst.port, EVERY_SESSION)
+            || denied(0, EVERY_SESSION)
+            || denied(dst.port, session)
+            || denied(0, session)
     }
 }
 

@@ -29,6 +29,7 @@ use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::programs::{CgroupAttachMode, CgroupSockAddr, SockOps};
 
+pub use agent_common::EVERY_SESSION;
 pub use pin::{
     Attached, Attachment, BPFFS, PIN_DIR, bpffs_is_mounted, detach_pinned, pinned_links,
 };
@@ -309,16 +310,17 @@ impl KernelPrograms {
         missing_is_removed(removed, "SESSIONS")
     }
 
-    /// Session processes may not reach `addr:port` (`port` 0: any port). An IPv4-mapped IPv6
-    /// address denies the IPv4 address, whichever way a client spells it.
-    pub fn deny(&mut self, addr: IpAddr, port: u16) -> Result<(), KernelError> {
+    /// Processes of session `session` (the number [`Self::add_session`] gave it;
+    /// `EVERY_SESSION`: of every session) may not reach `addr:port` (`port` 0: any port). An
+    /// IPv4-mapped IPv6 address denies the IPv4 address, whichever way a client spells it.
+    pub fn deny(&mut self, addr: IpAddr, port: u16, session: u32) -> Result<(), KernelError> {
         match canonical(addr) {
             IpAddr::V4(v4) => {
-                let key = Dest4::new(u32::from(v4).to_be(), port);
+                let key = Dest4::new(u32::from(v4).to_be(), port, session);
                 self.map::<Dest4, u8>("DENY4")?.insert(key, 1, 0)
             }
             IpAddr::V6(v6) => {
-                let key = Dest6::new(words_be(&v6), port);
+                let key = Dest6::new(words_be(&v6), port, session);
                 self.map::<Dest6, u8>("DENY6")?.insert(key, 1, 0)
             }
         }
@@ -329,14 +331,14 @@ impl KernelPrograms {
     }
 
     /// Lifts a denial made by [`Self::deny`]. Lifting one that was never made is not an error.
-    pub fn undeny(&mut self, addr: IpAddr, port: u16) -> Result<(), KernelError> {
+    pub fn undeny(&mut self, addr: IpAddr, port: u16, session: u32) -> Result<(), KernelError> {
         let removed = match canonical(addr) {
             IpAddr::V4(v4) => {
-                let key = Dest4::new(u32::from(v4).to_be(), port);
+                let key = Dest4::new(u32::from(v4).to_be(), port, session);
                 self.map::<Dest4, u8>("DENY4")?.remove(&key)
             }
             IpAddr::V6(v6) => {
-                let key = Dest6::new(words_be(&v6), port);
+                let key = Dest6::new(words_be(&v6), port, session);
                 self.map::<Dest6, u8>("DENY6")?.remove(&key)
             }
         };

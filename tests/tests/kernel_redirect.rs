@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentsh::kernel::{
-    self, Attachment, Event, EventReader, Interception, KernelError, KernelPrograms, Original,
-    Originals, Refusal, SessionFlags,
+    self, Attachment, EVERY_SESSION, Event, EventReader, Interception, KernelError, KernelPrograms,
+    Original, Originals, Refusal, SessionFlags,
 };
 use agentsh_tests::kernel::{PinGuard, TestCgroup, can_load_hooks, python_in};
 
@@ -185,12 +185,18 @@ fn denied_destinations_fail_with_eperm_and_are_reported() {
     let (_denied4, port4) = upstream("127.0.0.3:0");
     let (_denied6, port6) = upstream("[::1]:0");
     f.programs
-        .deny(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), port4)
+        .deny(
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)),
+            port4,
+            EVERY_SESSION,
+        )
         .unwrap();
-    f.programs.deny("::1".parse().unwrap(), port6).unwrap();
+    f.programs
+        .deny("::1".parse().unwrap(), port6, EVERY_SESSION)
+        .unwrap();
     // Every port of 127.0.0.4, given as an IPv4-mapped address.
     f.programs
-        .deny("::ffff:127.0.0.4".parse().unwrap(), 0)
+        .deny("::ffff:127.0.0.4".parse().unwrap(), 0, EVERY_SESSION)
         .unwrap();
     let out = run(
         &f.session,
@@ -498,7 +504,9 @@ fn the_proxy_itself_no_proxy_and_ended_sessions_are_not_redirected() {
     assert!(nothing_pending(&f.proxy4) && nothing_pending(&f.proxy6));
 
     // A session that ended is no longer one: its leftover processes are untouched.
-    f.programs.deny("127.0.0.2".parse().unwrap(), 0).unwrap();
+    f.programs
+        .deny("127.0.0.2".parse().unwrap(), 0, EVERY_SESSION)
+        .unwrap();
     f.programs.remove_session(f.session_id).unwrap();
     f.programs.remove_session(f.session_id).unwrap();
     run(&f.session, &connect_and_send("127.0.0.2", port, "ended"));
@@ -802,7 +810,7 @@ fn originals_and_events_are_taken_once_and_the_ring_wakes_async_readers() {
     ));
     let (_denied, port) = upstream("127.0.0.3:0");
     f.programs
-        .deny(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), port)
+        .deny(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), port, EVERY_SESSION)
         .unwrap();
 
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -2,15 +2,15 @@
 //! kernel knows, the deny list, and the kernel's refusals turned into events.
 
 use crate::sync::lock;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::json;
 
 use crate::audit::{Action, Event, EventKind};
-use crate::engine::Engine;
+use crate::engine::{Engine, Rules};
 use crate::kernel::{self, EventReader, KernelError, KernelPrograms, Original, Refusal};
 use crate::net::front::OriginalDestinations;
 
@@ -20,11 +20,44 @@ pub struct Enforcement {
     programs: Mutex<KernelPrograms>,
     originals: Mutex<kernel::Originals>,
     events: Mutex<Option<EventReader>>,
-    /// Session id -> the cgroup id the kernel knows it by (kept: the cgroup is gone by the
-    /// time its session is ended).
-    sessions: Mutex<HashMap<String, u64>>,
+    /// Session id -> how the kernel knows it (kept: the cgroup is gone by the time its
+    /// session is ended).
+    sessions: Mutex<HashMap<String, KernelSession>>,
     next_session_number: Mutex<u32>,
+    /// The deny entries in the kernel's maps now.
+    denials: Mutex<BTreeSet<Denial>>,
+    /// What each policy denies in the kernel, once the transparent proxy can tell.
+    planner: OnceLock<DenialPlanner>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct KernelSession {
+    cgroup_id: u64,
+    /// The number its deny entries carry.
+    number: u32,
+}
+
+/// One entry of the kernel's deny list: `session` (a session's number, or
+/// [`kernel::EVERY_SESSION`]) may not reach `addr:port` (`port` 0: any port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Denial {
+    pub addr: IpAddr,
+    pub port: u16,
+    pub session: u32,
+}
+
+/// What the kernel denies: `fixed` to every session (`kernel.deny`), and to each session what
+/// `by_policy` finds its policy denies (the addresses of the network servers it denies).
+pub struct DenialPlanner {
+    pub fixed: Vec<(IpAddr, u16)>,
+    pub by_policy: PolicyDenials,
+}
+
+/// The addresses (and ports, 0: all) a policy denies in the kernel.
+pub type PolicyDenials = Box<dyn Fn(&Arc<Rules>) -> Vec<(IpAddr, u16)> + Send + Sync>;
+
+/// The number no session is given: the start-up self-test's canary.
+pub const CANARY_SESSION: u32 = u32::MAX;
 
 impl Enforcement {
     pub fn new(mut programs: KernelPrograms) -> Result<Self, KernelError> {
@@ -36,6 +69,8 @@ impl Enforcement {
             events: Mutex::new(Some(events)),
             sessions: Mutex::default(),
             next_session_number: Mutex::new(1),
+            denials: Mutex::default(),
+            planner: OnceLock::new(),
         })
     }
 
@@ -49,36 +84,120 @@ impl Enforcement {
         f(&mut lock(&self.programs))
     }
 
+    /// From now on the kernel's deny list follows `planner`; the list is made so at once.
+    pub fn plan_denials(&self, planner: DenialPlanner, engine: &Engine) -> Result<(), KernelError> {
+        let _ = self.planner.set(planner);
+        self.replan(engine)
+    }
+
     /// The kernel learns session `id`'s cgroup (`dir`): from now on its connections are
-    /// redirected and its denials apply. Called before the agent runs.
-    pub fn session_started(&self, id: &str, dir: &Path) -> Result<(), KernelError> {
+    /// redirected and what `rules` deny is denied to it. Called before the agent runs.
+    pub fn session_started(
+        &self,
+        id: &str,
+        dir: &Path,
+        rules: &Arc<Rules>,
+    ) -> Result<(), KernelError> {
         let cgroup_id = kernel::cgroup_id(dir)?;
         let number = {
             let mut next = lock(&self.next_session_number);
             let number = *next;
-            *next = next.wrapping_add(1).max(1);
+            // 0 is every session's, the last the canary's.
+            *next = next.wrapping_add(1).clamp(1, CANARY_SESSION - 1);
             number
         };
+        let session = KernelSession { cgroup_id, number };
+        // Its denials before the session: the moment the kernel knows it, they hold.
+        let mut wanted = lock(&self.denials).clone();
+        wanted.extend(self.session_denials(session, rules));
+        self.set_denials(wanted)?;
         lock(&self.programs).add_session(cgroup_id, number)?;
-        lock(&self.sessions).insert(id.to_owned(), cgroup_id);
+        lock(&self.sessions).insert(id.to_owned(), session);
         Ok(())
     }
 
-    /// The kernel forgets session `id`.
+    /// The kernel forgets session `id`, and its denials.
     pub fn session_ended(&self, id: &str) {
-        let Some(cgroup_id) = lock(&self.sessions).remove(id) else {
+        let Some(session) = lock(&self.sessions).remove(id) else {
             return;
         };
-        if let Err(err) = lock(&self.programs).remove_session(cgroup_id) {
+        if let Err(err) = lock(&self.programs).remove_session(session.cgroup_id) {
             eprintln!("agentshd: kernel: cannot forget session {id}: {err}");
         }
+        let mut wanted = lock(&self.denials).clone();
+        wanted.retain(|d| d.session != session.number);
+        if let Err(err) = self.set_denials(wanted) {
+            eprintln!("agentshd: kernel: cannot lift the denials of session {id}: {err}");
+        }
+    }
+
+    /// Makes the kernel's deny list what the policies in force deny now: after a reload,
+    /// sessions that follow the daemon's policy get its denials.
+    pub fn replan(&self, engine: &Engine) -> Result<(), KernelError> {
+        let Some(planner) = self.planner.get() else {
+            return Ok(());
+        };
+        let mut wanted: BTreeSet<Denial> = planner
+            .fixed
+            .iter()
+            .map(|&(addr, port)| Denial {
+                addr,
+                port,
+                session: kernel::EVERY_SESSION,
+            })
+            .collect();
+        let sessions: Vec<(String, KernelSession)> = lock(&self.sessions)
+            .iter()
+            .map(|(id, s)| (id.clone(), *s))
+            .collect();
+        for (id, session) in sessions {
+            let rules = engine
+                .find_session(&id)
+                .map_or_else(|| engine.rules(), |s| s.rules());
+            wanted.extend(self.session_denials(session, &rules));
+        }
+        self.set_denials(wanted)
+    }
+
+    fn session_denials(&self, session: KernelSession, rules: &Arc<Rules>) -> Vec<Denial> {
+        let Some(planner) = self.planner.get() else {
+            return Vec::new();
+        };
+        (planner.by_policy)(rules)
+            .into_iter()
+            .map(|(addr, port)| Denial {
+                addr,
+                port,
+                session: session.number,
+            })
+            .collect()
+    }
+
+    /// Puts `wanted` in the kernel's maps: the new entries first, then the lifted ones go, so
+    /// that nothing denied before and after is let through in between.
+    fn set_denials(&self, wanted: BTreeSet<Denial>) -> Result<(), KernelError> {
+        let mut programs = lock(&self.programs);
+        let mut installed = lock(&self.denials);
+        for denial in wanted.difference(&installed) {
+            programs.deny(denial.addr, denial.port, denial.session)?;
+        }
+        for denial in installed.difference(&wanted) {
+            programs.undeny(denial.addr, denial.port, denial.session)?;
+        }
+        *installed = wanted;
+        Ok(())
+    }
+
+    /// What the kernel denies now.
+    pub fn denials(&self) -> BTreeSet<Denial> {
+        lock(&self.denials).clone()
     }
 
     /// The session whose cgroup id the kernel reported.
     pub fn session_of_cgroup(&self, cgroup_id: u64) -> Option<String> {
         lock(&self.sessions)
             .iter()
-            .find(|(_, id)| **id == cgroup_id)
+            .find(|(_, s)| s.cgroup_id == cgroup_id)
             .map(|(session, _)| session.clone())
     }
 
@@ -124,11 +243,6 @@ impl Enforcement {
                 }
             }
         }
-    }
-
-    /// Session processes may not reach `addr:port` (0: any port).
-    pub fn deny(&self, addr: IpAddr, port: u16) -> Result<(), KernelError> {
-        lock(&self.programs).deny(addr, port)
     }
 }
 

@@ -514,7 +514,8 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         started_at: now_secs(),
         ended_at: None,
     };
-    if let Err(err) = daemon.enforce(&id, &placement) {
+    let session_rules = rules.clone().unwrap_or_else(|| daemon.engine.rules());
+    if let Err(err) = daemon.enforce(&id, &placement, &session_rules) {
         // The agent would run with nothing in the kernel to stop it: not started at all.
         return Err(internal(format!(
             "the kernel cannot enforce the session: {err}"

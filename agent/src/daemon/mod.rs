@@ -133,8 +133,8 @@ impl Daemon {
                     }
                 }
             });
-            self.engine.open_session(Some(id), rules);
-            if let Err(err) = self.enforce(id, &placement) {
+            let session = self.engine.open_session(Some(id), rules);
+            if let Err(err) = self.enforce(id, &placement, &session.rules()) {
                 said.push(format!(
                     "session {id}: the kernel cannot enforce it ({err}); its connections are not redirected"
                 ));
@@ -164,13 +164,14 @@ impl Daemon {
         &self,
         id: &str,
         placement: &Placement,
+        rules: &Arc<Rules>,
     ) -> Result<(), crate::kernel::KernelError> {
         let (Some(enforcement), Placement::Cgroup(cgroup)) = (self.enforcement.get(), placement)
         else {
             return Ok(());
         };
         match self.sessions.cgroup_dir(cgroup) {
-            Some(dir) => enforcement.session_started(id, &dir),
+            Some(dir) => enforcement.session_started(id, &dir, rules),
             None => Ok(()),
         }
     }
@@ -196,6 +197,22 @@ impl Daemon {
                     Action::Allow,
                     format!("policy reloaded from {origin}"),
                 ));
+                if let Some(enforcement) = self.enforcement.get()
+                    && let Err(err) = enforcement.replan(&self.engine)
+                {
+                    // The engine already judges by the new policy; the kernel's list is as far
+                    // as it got. Said loudly: a denial it lacks lets connections through.
+                    let reason = format!(
+                        "policy reloaded from {origin}, but the kernel's deny list could not follow it: {err}"
+                    );
+                    self.engine.record_global(Event::new(
+                        EventKind::PolicyLoaded,
+                        "",
+                        Action::Alert,
+                        reason.clone(),
+                    ));
+                    return Err(reason);
+                }
                 Ok(Reloaded { origin, warnings })
             }
             Err(err) => {

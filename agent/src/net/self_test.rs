@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::front::{CANARY_REPLY, Front};
-use crate::daemon::enforcement::Enforcement;
+use crate::daemon::enforcement::{CANARY_SESSION, Enforcement};
 use crate::kernel::{self, Interception, KernelError, SessionFlags};
 
 /// The hidden command line flag that makes agentshd the canary.
@@ -74,18 +74,18 @@ fn canary(
     enforcement.with(|programs| {
         programs.add_session_flags(
             cgroup_id,
-            0,
+            CANARY_SESSION,
             SessionFlags {
                 intercept_loopback: true,
             },
         )?;
-        programs.deny(denied.ip(), denied.port())
+        programs.deny(denied.ip(), denied.port(), CANARY_SESSION)
     })?;
     front.set_canary(Some(cgroup_id));
     let outcome = spawn_canary(dir, &redirected, denied);
     let cleaned = enforcement.with(|programs| {
         programs.remove_session(cgroup_id)?;
-        programs.undeny(denied.ip(), denied.port())
+        programs.undeny(denied.ip(), denied.port(), CANARY_SESSION)
     });
     outcome?;
     cleaned?;

@@ -2,7 +2,7 @@
 //! sessions' connections and what to deny, and the programs are attached to the sessions'
 //! parent cgroup, in that order, so that no redirected connection finds nobody listening.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -12,8 +12,8 @@ use super::prefetch::Prefetcher;
 use super::tls::UpstreamTls;
 use crate::config::DaemonConfig;
 use crate::daemon::Daemon;
-use crate::daemon::enforcement::{Enforcement, Originals};
-use crate::kernel::{Attached, Interception, KernelError};
+use crate::daemon::enforcement::{DenialPlanner, Enforcement, Originals};
+use crate::kernel::{Interception, KernelError};
 use crate::proxy::{Provider, Running};
 use crate::session::Tracking;
 
@@ -134,18 +134,16 @@ pub fn start(
             }
         });
     }
-    let denied = denied_destinations(config, daemon, &front);
     // The maps first: the moment the programs are swapped in, they read only these.
-    let attached = enforcement.with(|programs| -> Result<Attached, KernelError> {
+    enforcement.with(|programs| -> Result<(), KernelError> {
         programs.set_interception(&interception)?;
         for addr in &kernel.intercept_loopback {
             programs.intercept_loopback(*addr)?;
         }
-        for (addr, port) in &denied {
-            programs.deny(*addr, *port)?;
-        }
-        programs.attach_pinned(&parent_dir)
+        Ok(())
     })?;
+    enforcement.plan_denials(denial_planner(config, &front), &daemon.engine)?;
+    let attached = enforcement.with(|programs| programs.attach_pinned(&parent_dir))?;
     super::self_test::run(&front, enforcement, &parent_dir, &interception)?;
     Ok(Transparent {
         front,
@@ -155,22 +153,22 @@ pub fn start(
     })
 }
 
-/// `kernel.deny`, and the addresses of declared network MCP servers the daemon's policy
-/// denies (a session may still not reach one its own policy denies: the proxy refuses it).
-fn denied_destinations(
-    config: &DaemonConfig,
-    daemon: &Daemon,
-    front: &Front,
-) -> Vec<(IpAddr, u16)> {
-    let mut denied = config.kernel.deny.clone();
-    let rules = daemon.engine.rules();
-    let targets = front.targets(&rules);
-    for target in targets.mcp() {
-        if crate::policy::server_policy(rules.mcp(), &target.server).is_some() {
-            denied.extend(target.addresses().into_iter().map(|ip| (ip, target.port)));
-        }
+/// `kernel.deny` for every session; for each session, the addresses of the declared network
+/// MCP servers its policy denies.
+fn denial_planner(config: &DaemonConfig, front: &Arc<Front>) -> DenialPlanner {
+    let front = Arc::clone(front);
+    DenialPlanner {
+        fixed: config.kernel.deny.clone(),
+        by_policy: Box::new(move |rules| {
+            let mut denied = Vec::new();
+            for target in front.targets(rules).mcp() {
+                if crate::policy::server_policy(rules.mcp(), &target.server).is_some() {
+                    denied.extend(target.addresses().into_iter().map(|ip| (ip, target.port)));
+                }
+            }
+            denied
+        }),
     }
-    denied
 }
 
 fn bind(

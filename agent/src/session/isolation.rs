@@ -6,8 +6,10 @@
 //! the user's shell); the processes of one session still reach each other. From ABI 6 the
 //! domain also scopes signals: a session cannot kill another's processes.
 //!
-//! The domain restricts nothing else: the ruleset handles only making block devices, which no
-//! unprivileged agent can do anyway. Entering a domain needs `no_new_privs` unless the caller
+//! The domain restricts nothing else. From ABI 6 its ruleset handles signals only; before, a
+//! ruleset must handle some file access, so it handles making block devices (which no
+//! unprivileged agent can do anyway), and Landlock then also refuses mount(2) in the session
+//! (bubblewrap, `unshare --mount`): said by doctor and at `agentshctl run`. Entering a domain needs `no_new_privs` unless the caller
 //! has CAP_SYS_ADMIN (agentshctl started by root enters it before dropping privileges): with
 //! it set, setuid programs (sudo) do not raise an agent's privileges, which would also have let
 //! it leave its session.
@@ -32,7 +34,7 @@ impl std::fmt::Display for Isolation {
             ),
             Self::Landlock { abi } => write!(
                 f,
-                "Landlock domain (ABI {abi}): no ptrace, pidfd_getfd or memory reads across sessions (signals need ABI {SCOPED_ABI})"
+                "Landlock domain (ABI {abi}): no ptrace, pidfd_getfd or memory reads across sessions; signals are not scoped and mount(2) is refused inside sessions before ABI {SCOPED_ABI}"
             ),
             Self::Unavailable(why) => write!(f, "none: {why}"),
         }
@@ -98,10 +100,20 @@ pub fn isolate_self() -> Result<Isolation, IsolationError> {
         Isolation::Landlock { abi } => abi,
         unavailable @ Isolation::Unavailable(_) => return Ok(unavailable),
     };
-    let attr = RulesetAttr {
-        handled_access_fs: ACCESS_FS_MAKE_BLOCK,
-        handled_access_net: 0,
-        scoped: if abi >= SCOPED_ABI { SCOPE_SIGNAL } else { 0 },
+    let attr = if abi >= SCOPED_ABI {
+        // A domain that handles no file access leaves mount(2) alone (bubblewrap, unshare).
+        RulesetAttr {
+            handled_access_fs: 0,
+            handled_access_net: 0,
+            scoped: SCOPE_SIGNAL,
+        }
+    } else {
+        // Before scopes a domain must handle some access; any such domain refuses mount(2).
+        RulesetAttr {
+            handled_access_fs: ACCESS_FS_MAKE_BLOCK,
+            handled_access_net: 0,
+            scoped: 0,
+        }
     };
     // The attribute's size tells the kernel which fields it may read.
     let size = if abi >= SCOPED_ABI {

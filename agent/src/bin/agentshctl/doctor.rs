@@ -388,7 +388,7 @@ fn isolation_check() -> Check {
         found @ Isolation::Landlock { .. } => Check::warn(
             NAME,
             found.to_string(),
-            "a kernel with Landlock ABI 6 (Linux 6.12) also keeps sessions from signalling each other",
+            "a kernel with Landlock ABI 6 (Linux 6.12) also keeps sessions from signalling each other and lets them mount (bubblewrap)",
         ),
         found @ Isolation::Unavailable(_) => Check::warn(
             NAME,

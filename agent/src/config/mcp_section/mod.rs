@@ -87,7 +87,8 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
     policy
 }
 
-/// A list that its `*_policy` ignores is almost always a forgotten policy line.
+/// An allow list that its `*_policy` ignores is almost always a forgotten policy line. (Deny
+/// lists apply under every policy: a denial always wins.)
 fn unused_list_warnings(r: &mut Report, f: &Fields<'_>, p: &McpPolicy) {
     let lists = [
         (
@@ -98,25 +99,11 @@ fn unused_list_warnings(r: &mut Report, f: &Fields<'_>, p: &McpPolicy) {
             p.allowed_servers.is_empty(),
         ),
         (
-            "denied_servers",
-            "server_policy",
-            p.server_policy,
-            ListPolicy::Denylist,
-            p.denied_servers.is_empty(),
-        ),
-        (
             "allowed_tools",
             "tool_policy",
             p.tool_policy,
             ListPolicy::Allowlist,
             p.allowed_tools.is_empty(),
-        ),
-        (
-            "denied_tools",
-            "tool_policy",
-            p.tool_policy,
-            ListPolicy::Denylist,
-            p.denied_tools.is_empty(),
         ),
     ];
     for (list, policy_key, actual, needed, empty) in lists {
