@@ -31,7 +31,7 @@ use aya_ebpf::{
         bpf_get_current_ancestor_cgroup_id, bpf_get_current_pid_tgid, bpf_get_socket_cookie,
     },
     macros::{cgroup_sock_addr, map, sock_ops},
-    maps::{Array, HashMap, LruHashMap, RingBuf},
+    maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, RingBuf},
     programs::{SockAddrContext, SockOpsContext},
 };
 
@@ -75,6 +75,10 @@ static ORIG_BY_PEER: LruHashMap<PeerKey, Original> = LruHashMap::with_max_entrie
 /// Refusals, for the daemon's event log.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
+
+/// Refusals the ring buffer had no room for, per session cgroup: the daemon counts them in.
+#[map]
+static LOST: LruPerCpuHashMap<u64, u64> = LruPerCpuHashMap::with_max_entries(MAX_SESSIONS, 0);
 
 /// The session of the current process.
 struct Session {
@@ -398,8 +402,16 @@ fn emit(session: u64, dst: &Dst, action: u32) {
         family: dst.family,
         action,
     };
-    // A full ring loses the event, never the refusal.
-    let _ = EVENTS.output::<Event>(&event, 0);
+    // A full ring loses the event, never the refusal; it is counted instead.
+    if EVENTS.output::<Event>(&event, 0).is_err() {
+        match LOST.get_ptr_mut(session) {
+            // SAFETY: a per-CPU value, written only by this CPU while the program runs.
+            Some(lost) => unsafe { *lost += 1 },
+            None => {
+                let _ = LOST.insert(session, 1, 0);
+            }
+        }
+    }
 }
 
 #[cfg(not(test))]

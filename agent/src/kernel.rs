@@ -154,7 +154,7 @@ pub struct Original {
 }
 
 /// What the kernel refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Refusal {
     /// A denied destination.
     Denied,
@@ -303,11 +303,37 @@ impl KernelPrograms {
             })
     }
 
+    /// Refusals the kernel could not report one by one (its ring buffer was full), per session
+    /// cgroup, counted since the session began.
+    pub fn lost_reports(&self) -> Result<Vec<(u64, u64)>, KernelError> {
+        let map = self
+            .ebpf
+            .map("LOST")
+            .ok_or(KernelError::MissingMap("LOST"))?;
+        let lost = aya::maps::PerCpuHashMap::<_, u64, u64>::try_from(map).map_err(|source| {
+            KernelError::Map {
+                name: "LOST",
+                source,
+            }
+        })?;
+        Ok(lost
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(cgroup, per_cpu)| (cgroup, per_cpu.iter().sum()))
+            .collect())
+    }
+
     /// Forgets a session (its cgroup is gone or the session ended). Forgetting one that was
     /// never registered is not an error.
     pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
         let removed = self.map::<u64, SessionInfo>("SESSIONS")?.remove(&cgroup_id);
-        missing_is_removed(removed, "SESSIONS")
+        missing_is_removed(removed, "SESSIONS")?;
+        if let Some(map) = self.ebpf.map_mut("LOST")
+            && let Ok(mut lost) = aya::maps::PerCpuHashMap::<_, u64, u64>::try_from(map)
+        {
+            let _ = lost.remove(&cgroup_id);
+        }
+        Ok(())
     }
 
     /// Processes of session `session` (the number [`Self::add_session`] gave it;

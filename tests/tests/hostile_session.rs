@@ -355,3 +355,74 @@ fn one_session_cannot_reach_into_another_of_the_same_user() {
     );
     eprintln!("across sessions: {}", found["other"]);
 }
+
+const UDP_FLOOD: &str = r#"
+import json, socket, sys, time
+seconds = float(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+refused, sent, end, port = 0, 0, time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    for _ in range(1000):
+        # QUIC to one address, and denied UDP to many ports of another.
+        target = ("127.0.0.2", 443) if sent % 2 else ("127.0.0.3", 443)
+        try:
+            s.sendto(b"x", target)
+        except PermissionError:
+            refused += 1
+        sent += 1
+print(json.dumps({"sent": sent, "refused": refused}))
+"#;
+
+/// D5: a session floods the kernel with refused datagrams. Its refusals reach the trail as a
+/// few events with counts, not one each, so the trail (and every other session's events in
+/// it) survives; another session's control requests go on meanwhile.
+#[test]
+fn a_flood_of_kernel_refusals_is_counted_not_recorded_one_by_one() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon_for_nobody(dir.path());
+    let flood = python_session(&daemon, "flood", UDP_FLOOD, &["5"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let other = python_session(&daemon, "calm", HELLO, &[]);
+    let (calm, _) = finish(other, "the calm session");
+    let (out, _) = finish(flood, "the flooding session");
+    let flooded = result(&out);
+    let refused = flooded["refused"].as_u64().unwrap();
+    assert!(refused > 10_000, "{flooded}");
+    let session = daemon.session_id("flood");
+    // The window closes 10 s after the first refusal; its counts come then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = daemon.json_lines(&[
+            "mcp",
+            "events",
+            "--session",
+            &session,
+            "--type",
+            "mcp_network_connection",
+            "--json",
+        ]);
+        let counted: u64 = events
+            .iter()
+            .map(|e| e["details"]["count"].as_u64().unwrap_or(1))
+            .sum();
+        if counted >= refused {
+            assert_eq!(counted, refused, "every refusal counted once: {events:#?}");
+            // Two destinations: each first refusal as it came, then its count per window.
+            assert!(events.len() <= 8, "{} events: {events:#?}", events.len());
+            eprintln!(
+                "UDP flood: {refused} refusals in 5 s recorded as {} events; another session's hello meanwhile {}",
+                events.len(),
+                calm.trim()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{counted} of {refused} refusals counted: {events:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

@@ -14,6 +14,8 @@ use crate::engine::{Engine, Rules};
 use crate::kernel::{self, EventReader, KernelError, KernelPrograms, Original, Refusal};
 use crate::net::front::OriginalDestinations;
 
+use super::refusals::{RefusalDigest, Summary, Target};
+
 /// The kernel side of enforcement, shared by the control socket's handlers (sessions come
 /// and go) and the transparent proxy (original destinations).
 pub struct Enforcement {
@@ -28,6 +30,10 @@ pub struct Enforcement {
     denials: Mutex<BTreeSet<Denial>>,
     /// What each policy denies in the kernel, once the transparent proxy can tell.
     planner: OnceLock<DenialPlanner>,
+    /// The kernel's refusals, aggregated per session before they are recorded.
+    digest: Mutex<RefusalDigest>,
+    /// Per session cgroup, the refusals the kernel could not report that are counted in.
+    unreported_seen: Mutex<HashMap<u64, u64>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +77,8 @@ impl Enforcement {
             next_session_number: Mutex::new(1),
             denials: Mutex::default(),
             planner: OnceLock::new(),
+            digest: Mutex::default(),
+            unreported_seen: Mutex::default(),
         })
     }
 
@@ -124,6 +132,7 @@ impl Enforcement {
         if let Err(err) = lock(&self.programs).remove_session(session.cgroup_id) {
             eprintln!("agentshd: kernel: cannot forget session {id}: {err}");
         }
+        lock(&self.unreported_seen).remove(&session.cgroup_id);
         let mut wanted = lock(&self.denials).clone();
         wanted.retain(|d| d.session != session.number);
         if let Err(err) = self.set_denials(wanted) {
@@ -201,48 +210,130 @@ impl Enforcement {
             .map(|(session, _)| session.clone())
     }
 
-    /// Records what the kernel refused, as events of the sessions.
+    /// Records what the kernel refused, as events of the sessions: the first refusal to each
+    /// destination of a window as it comes, the rest as counts when the window closes (so also
+    /// call it with nothing, now and then).
     pub fn record_refusals(&self, engine: &Engine, refusals: Vec<kernel::Event>) {
-        for refusal in refusals {
-            let session = self.session_of_cgroup(refusal.session_cgroup);
-            let (rule, reason) = match refusal.refusal {
-                Refusal::Denied => (
-                    "kernel_deny",
-                    format!(
-                        "connect to {} refused by the kernel (denied destination)",
-                        refusal.destination
-                    ),
-                ),
-                Refusal::Quic => (
-                    "kernel_quic",
-                    format!(
-                        "UDP to {} refused by the kernel (QUIC; clients fall back to TCP)",
-                        refusal.destination
-                    ),
-                ),
-                Refusal::Other(code) => (
-                    "kernel",
-                    format!(
-                        "{} refused by the kernel (action {code})",
-                        refusal.destination
-                    ),
-                ),
-            };
-            let mut event = Event::new(EventKind::McpNetworkConnection, "", Action::Block, reason)
-                .rule(rule)
-                .details(json!({
-                    "pid": refusal.pid,
-                    "address": refusal.destination.to_string(),
-                    "cgroup_id": refusal.session_cgroup,
-                }));
-            match session.and_then(|id| engine.find_session(&id)) {
-                Some(session) => engine.record(&session, event),
-                None => {
-                    event.session = None;
-                    engine.record_global(event);
+        let now = std::time::Instant::now();
+        let lost = lock(&self.programs).lost_reports().unwrap_or_default();
+        let (recorded, summaries) = {
+            let mut digest = lock(&self.digest);
+            let mut seen = lock(&self.unreported_seen);
+            for (cgroup, total) in lost {
+                let before = seen.insert(cgroup, total).unwrap_or(0);
+                if total > before {
+                    digest.unreported(cgroup, total - before, now, || {
+                        self.session_of_cgroup(cgroup)
+                    });
                 }
             }
+            let recorded: Vec<kernel::Event> = refusals
+                .into_iter()
+                .filter(|refusal| {
+                    digest.observe(refusal, now, || {
+                        self.session_of_cgroup(refusal.session_cgroup)
+                    })
+                })
+                .collect();
+            (recorded, digest.close_due(now))
+        };
+        for refusal in recorded {
+            let (rule, what) = refusal_words(refusal.refusal);
+            let event = Event::new(
+                EventKind::McpNetworkConnection,
+                "",
+                Action::Block,
+                format!(
+                    "{} to {} refused by the kernel ({what})",
+                    kind_of(refusal.refusal),
+                    refusal.destination
+                ),
+            )
+            .rule(rule)
+            .details(json!({
+                "pid": refusal.pid,
+                "address": refusal.destination.to_string(),
+                "cgroup_id": refusal.session_cgroup,
+            }));
+            let session = self.session_of_cgroup(refusal.session_cgroup);
+            record_for(engine, session, event);
         }
+        for summary in summaries {
+            Self::record_summary(engine, &summary);
+        }
+    }
+
+    fn record_summary(engine: &Engine, summary: &Summary) {
+        let (rule, what) = refusal_words(summary.refusal);
+        let seconds = summary.window.as_secs();
+        let reason = match summary.target {
+            Target::One(destination) => format!(
+                "{} more {} to {destination} refused by the kernel in {seconds} s ({what})",
+                summary.count,
+                plural(kind_of(summary.refusal), summary.count),
+            ),
+            Target::Unreported => format!(
+                "{} more refusals by the kernel in {seconds} s that it could not report one by one (its event buffer was full)",
+                summary.count
+            ),
+            Target::Others => format!(
+                "{} {} to {} other destinations refused by the kernel in {seconds} s ({what}); counted, not recorded one by one",
+                summary.count,
+                plural(kind_of(summary.refusal), summary.count),
+                summary.destinations,
+            ),
+        };
+        let event = Event::new(EventKind::McpNetworkConnection, "", Action::Block, reason)
+            .rule(rule)
+            .details(json!({
+                "address": match summary.target {
+                    Target::One(destination) => Some(destination.to_string()),
+                    Target::Others | Target::Unreported => None,
+                },
+                "count": summary.count,
+                "destinations": summary.destinations,
+                "window_seconds": seconds,
+                "aggregated": true,
+                "cgroup_id": summary.session_cgroup,
+            }));
+        record_for(engine, summary.session.clone(), event);
+    }
+}
+
+/// Records `event` as `session`'s, also once the session has ended (a window's counts come
+/// after its last refusal).
+fn record_for(engine: &Engine, session: Option<String>, mut event: Event) {
+    match session.as_deref().and_then(|id| engine.find_session(id)) {
+        Some(live) => engine.record(&live, event),
+        None => {
+            event.session = session;
+            engine.record_global(event);
+        }
+    }
+}
+
+/// The rule and the words of a kind of refusal.
+fn refusal_words(refusal: Refusal) -> (&'static str, String) {
+    match refusal {
+        Refusal::Denied => ("kernel_deny", "denied destination".to_owned()),
+        Refusal::Quic => ("kernel_quic", "QUIC; clients fall back to TCP".to_owned()),
+        Refusal::Other(code) => ("kernel", format!("action {code}")),
+    }
+}
+
+fn kind_of(refusal: Refusal) -> &'static str {
+    match refusal {
+        Refusal::Quic => "UDP",
+        Refusal::Denied | Refusal::Other(_) => "connect",
+    }
+}
+
+fn plural(kind: &str, count: u64) -> String {
+    match (kind, count) {
+        ("UDP", 1) => "UDP datagram".to_owned(),
+        ("UDP", _) => "UDP datagrams".to_owned(),
+        (_, 1) => "connect".to_owned(),
+        _ => "connects".to_owned(),
     }
 }
 
@@ -260,7 +351,8 @@ pub fn record_refusals_forever(
             poll(&mut fds, PollTimeout::from(1000u16))
         };
         match ready {
-            Ok(0) => continue,
+            // Nothing new: windows may still close.
+            Ok(0) => enforcement.record_refusals(engine, Vec::new()),
             Ok(_) => enforcement.record_refusals(engine, reader.drain()),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(err) => {

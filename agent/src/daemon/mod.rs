@@ -5,6 +5,7 @@
 pub mod enforcement;
 mod handlers;
 pub mod peer;
+mod refusals;
 pub mod report;
 mod server;
 

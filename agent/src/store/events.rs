@@ -260,14 +260,21 @@ impl EventLog {
     }
 
     /// Deletes now what the retention does not keep (the writer also does, every
-    /// [`retention::PRUNE_INTERVAL`]).
+    /// [`retention::PRUNE_INTERVAL`]); what went is said in the trail.
     pub fn prune(&self) -> Result<Pruned, StoreError> {
-        retention::prune(
+        let pruned = retention::prune(
             &self.shared.db,
             &self.shared.path,
             &self.shared.retention,
             SystemTime::now(),
-        )
+        )?;
+        if pruned.events > 0 {
+            append(
+                &self.shared,
+                deletion_event(&pruned, &self.shared.retention),
+            );
+        }
+        Ok(pruned)
     }
 
     /// Waits until redb has every event recorded so far (or the patience runs out; the
@@ -443,31 +450,36 @@ impl EventLog {
 }
 
 impl EventSink for EventLog {
-    fn record(&self, mut event: Event) {
-        let mut journal = lock(&self.shared.journal);
-        let seq = journal.next_seq;
-        journal.next_seq += 1;
-        event.seq = Some(seq);
-        let line = event.to_json_line();
-        if let Err(err) = journal.file.write_all(&line) {
-            if !journal.warned {
-                eprintln!("agentshd: cannot append to the event journal: {err}");
-                journal.warned = true;
-            }
-        } else {
-            journal.bytes += line.len() as u64;
-        }
-        if let Some(tx) = &journal.tx {
-            let _ = tx.send(Queued {
-                seq,
-                session: event.session,
-                line,
-            });
-        }
+    fn record(&self, event: Event) {
+        append(&self.shared, event);
     }
 
     fn close(&self) {
         EventLog::close(self);
+    }
+}
+
+/// Appends `event` to the journal and queues it for redb.
+fn append(shared: &Shared, mut event: Event) {
+    let mut journal = lock(&shared.journal);
+    let seq = journal.next_seq;
+    journal.next_seq += 1;
+    event.seq = Some(seq);
+    let line = event.to_json_line();
+    if let Err(err) = journal.file.write_all(&line) {
+        if !journal.warned {
+            eprintln!("agentshd: cannot append to the event journal: {err}");
+            journal.warned = true;
+        }
+    } else {
+        journal.bytes += line.len() as u64;
+    }
+    if let Some(tx) = &journal.tx {
+        let _ = tx.send(Queued {
+            seq,
+            session: event.session,
+            line,
+        });
     }
 }
 
@@ -603,7 +615,12 @@ impl Pruner {
             SystemTime::now(),
         );
         match pruned {
-            Ok(_) => self.failing = false,
+            Ok(pruned) => {
+                self.failing = false;
+                if pruned.events > 0 {
+                    append(shared, deletion_event(&pruned, &shared.retention));
+                }
+            }
             Err(err) if !self.failing => {
                 eprintln!("agentshd: old events not pruned (retention): {err}");
                 self.failing = true;
@@ -611,6 +628,46 @@ impl Pruner {
             Err(_) => {}
         }
     }
+}
+
+/// What retention deleted, said in the trail it deleted from.
+fn deletion_event(pruned: &retention::Pruned, retention: &Retention) -> Event {
+    let mut bounds = Vec::new();
+    if let Some(age) = retention.max_age {
+        bounds.push(format!("max_age {}", humantime::format_duration(age)));
+    }
+    if let Some(bytes) = retention.max_bytes {
+        bounds.push(format!("max_bytes {bytes}"));
+    }
+    let sessions: serde_json::Map<String, serde_json::Value> = pruned
+        .by_session
+        .iter()
+        .map(|(session, n)| {
+            let name = if session.is_empty() {
+                "(none)"
+            } else {
+                session
+            };
+            (name.to_owned(), (*n).into())
+        })
+        .collect();
+    Event::new(
+        EventKind::RetentionDeleted,
+        "",
+        Action::Alert,
+        format!(
+            "retention deleted {} events (up to #{}) to stay within {}",
+            pruned.events,
+            pruned.up_to.unwrap_or_default(),
+            bounds.join(", ")
+        ),
+    )
+    .details(serde_json::json!({
+        "events": pruned.events,
+        "up_to_seq": pruned.up_to,
+        "by_session": sessions,
+        "ended_sessions_forgotten": pruned.sessions,
+    }))
 }
 
 /// Lowers this thread's priority: a redb commit must not hold a CPU a verdict is waiting for

@@ -6,6 +6,7 @@
 //! The event writer runs this between commits, at most every `PRUNE_INTERVAL`: pruning costs a
 //! scan of the oldest events, never of the whole trail.
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -35,9 +36,19 @@ pub struct Retention {
 pub struct Pruned {
     pub events: u64,
     pub sessions: u64,
+    /// Events deleted per session (`""`: events of no session).
+    pub by_session: BTreeMap<String, u64>,
+    /// The newest sequence number deleted.
+    pub up_to: Option<u64>,
 }
 
-/// Deletes what `retention` no longer keeps, as of `now`.
+/// Events looked at per transaction at most while skipping live sessions' events.
+const SCAN_PER_TRANSACTION: usize = 200_000;
+
+/// Deletes what `retention` no longer keeps, as of `now`. Past `max_age` every event goes.
+/// Past `max_bytes`, the oldest events of ended sessions (and of none) go first; then, while
+/// still past it, the oldest of the live session that holds the most: a session's flood is
+/// paid for with its own events, never with another live session's.
 pub fn prune(
     db: &Database,
     path: &Path,
@@ -49,6 +60,9 @@ pub fn prune(
         return Ok(pruned);
     }
     let cutoff = retention.max_age.and_then(|age| now.checked_sub(age));
+    let live = live_sessions(db, path)?;
+    // Where the scan resumes: live sessions' events before it are kept for now.
+    let mut from = 0;
     loop {
         let (over, avg) = size_excess(db, path, retention)?;
         // How many of the oldest events go for size alone.
@@ -56,9 +70,24 @@ pub fn prune(
             0 => 0,
             over => over.div_ceil(avg.max(1)),
         };
-        let deleted = delete_oldest(db, path, cutoff, by_size)?;
-        pruned.events += deleted;
-        if deleted < PER_TRANSACTION as u64 {
+        let scan = delete_oldest(db, path, from, cutoff, by_size, &live, &mut pruned)?;
+        match scan.resume_at {
+            Some(next) => from = next,
+            None if scan.deleted < PER_TRANSACTION as u64 => break,
+            None => {}
+        }
+    }
+    // Still too big: only live sessions' events are left to make room.
+    loop {
+        let (over, avg) = size_excess(db, path, retention)?;
+        if over == 0 {
+            break;
+        }
+        let Some(largest) = largest_live_session(db, path, &live)? else {
+            break;
+        };
+        let wanted = over.div_ceil(avg.max(1)).min(PER_TRANSACTION as u64);
+        if delete_session_oldest(db, path, &largest, wanted, &mut pruned)? == 0 {
             break;
         }
     }
@@ -66,6 +95,23 @@ pub fn prune(
         pruned.sessions = delete_ended_sessions(db, path, cutoff)?;
     }
     Ok(pruned)
+}
+
+/// The sessions recorded as not ended.
+fn live_sessions(db: &Database, path: &Path) -> Result<HashSet<String>, StoreError> {
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let sessions = txn
+        .open_table(SESSIONS)
+        .map_err(|e| db_err(path, "open sessions", e))?;
+    let mut live = HashSet::new();
+    for entry in sessions.iter().map_err(|e| db_err(path, "read", e))? {
+        let (id, bytes) = entry.map_err(|e| db_err(path, "read", e))?;
+        let record: Option<SessionRecord> = serde_json::from_slice(bytes.value()).ok();
+        if record.is_some_and(|r| r.ended_at.is_none()) {
+            live.insert(id.value().to_owned());
+        }
+    }
+    Ok(live)
 }
 
 /// Bytes of events past the size target (0 when within it), and the average event's size.
@@ -91,36 +137,64 @@ fn size_excess(
     Ok((stored - target, stored / count))
 }
 
-/// Deletes, oldest first, the events before `cutoff` and then `at_least` more (at most
-/// `PER_TRANSACTION` in all); how many went.
+/// What one pass of [`delete_oldest`] did.
+struct Scan {
+    deleted: u64,
+    /// The scan stopped at its bound here: more may be left after it.
+    resume_at: Option<u64>,
+}
+
+/// Deletes, oldest first from `from`, the events before `cutoff` and then `at_least` more of
+/// sessions not in `live` (at most `PER_TRANSACTION` in all).
 fn delete_oldest(
     db: &Database,
     path: &Path,
+    from: u64,
     cutoff: Option<SystemTime>,
     at_least: u64,
-) -> Result<u64, StoreError> {
+    live: &HashSet<String>,
+    pruned: &mut Pruned,
+) -> Result<Scan, StoreError> {
     let txn = db
         .begin_write()
         .map_err(|e| db_err(path, "begin write", e))?;
-    let deleted;
+    let mut doomed = Vec::new();
+    let mut resume_at = None;
     {
         let mut events = txn
             .open_table(EVENTS)
             .map_err(|e| db_err(path, "open events", e))?;
-        let mut doomed = Vec::new();
-        for entry in events.iter().map_err(|e| db_err(path, "read", e))? {
+        let mut for_size = 0u64;
+        for (scanned, entry) in events
+            .range(from..)
+            .map_err(|e| db_err(path, "read", e))?
+            .enumerate()
+        {
             if doomed.len() >= PER_TRANSACTION {
                 break;
             }
             let (seq, bytes) = entry.map_err(|e| db_err(path, "read", e))?;
+            if scanned >= SCAN_PER_TRANSACTION {
+                resume_at = Some(seq.value());
+                break;
+            }
             // An event that cannot be read is kept out of the way all the same.
             let event: Option<Event> = serde_json::from_slice(bytes.value()).ok();
             let old =
                 cutoff.is_some_and(|cutoff| event.as_ref().is_none_or(|e| e.timestamp < cutoff));
-            if !old && (doomed.len() as u64) >= at_least {
+            let session = event.and_then(|e| e.session);
+            if old {
+                doomed.push((seq.value(), session));
+                continue;
+            }
+            if for_size >= at_least {
                 break;
             }
-            doomed.push((seq.value(), event.and_then(|e| e.session)));
+            if session.as_ref().is_some_and(|s| live.contains(s)) {
+                continue;
+            }
+            for_size += 1;
+            doomed.push((seq.value(), session));
         }
         let mut index = txn
             .open_table(BY_SESSION)
@@ -133,10 +207,90 @@ fn delete_oldest(
                     .map_err(|e| db_err(path, "remove", e))?;
             }
         }
-        deleted = doomed.len() as u64;
     }
     txn.commit().map_err(|e| db_err(path, "commit", e))?;
-    Ok(deleted)
+    for (seq, session) in &doomed {
+        pruned.note(*seq, session.as_deref());
+    }
+    Ok(Scan {
+        deleted: doomed.len() as u64,
+        resume_at,
+    })
+}
+
+/// The live session with the most events.
+fn largest_live_session(
+    db: &Database,
+    path: &Path,
+    live: &HashSet<String>,
+) -> Result<Option<String>, StoreError> {
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let index = txn
+        .open_table(BY_SESSION)
+        .map_err(|e| db_err(path, "open index", e))?;
+    let mut largest: Option<(u64, &String)> = None;
+    for session in live {
+        let count = index
+            .range((session.as_str(), 0)..=(session.as_str(), u64::MAX))
+            .map_err(|e| db_err(path, "read", e))?
+            .count() as u64;
+        if count > 0 && largest.is_none_or(|(most, _)| count > most) {
+            largest = Some((count, session));
+        }
+    }
+    Ok(largest.map(|(_, s)| s.clone()))
+}
+
+/// Deletes the `n` oldest events of `session`; how many went.
+fn delete_session_oldest(
+    db: &Database,
+    path: &Path,
+    session: &str,
+    n: u64,
+    pruned: &mut Pruned,
+) -> Result<u64, StoreError> {
+    let txn = db
+        .begin_write()
+        .map_err(|e| db_err(path, "begin write", e))?;
+    let mut doomed = Vec::new();
+    {
+        let mut index = txn
+            .open_table(BY_SESSION)
+            .map_err(|e| db_err(path, "open index", e))?;
+        for entry in index
+            .range((session, 0)..=(session, u64::MAX))
+            .map_err(|e| db_err(path, "read", e))?
+            .take(n as usize)
+        {
+            let (key, _) = entry.map_err(|e| db_err(path, "read", e))?;
+            doomed.push(key.value().1);
+        }
+        let mut events = txn
+            .open_table(EVENTS)
+            .map_err(|e| db_err(path, "open events", e))?;
+        for seq in &doomed {
+            events.remove(*seq).map_err(|e| db_err(path, "remove", e))?;
+            index
+                .remove((session, *seq))
+                .map_err(|e| db_err(path, "remove", e))?;
+        }
+    }
+    txn.commit().map_err(|e| db_err(path, "commit", e))?;
+    for seq in &doomed {
+        pruned.note(*seq, Some(session));
+    }
+    Ok(doomed.len() as u64)
+}
+
+impl Pruned {
+    fn note(&mut self, seq: u64, session: Option<&str>) {
+        self.events += 1;
+        *self
+            .by_session
+            .entry(session.unwrap_or_default().to_owned())
+            .or_default() += 1;
+        self.up_to = self.up_to.max(Some(seq));
+    }
 }
 
 /// Deletes the records of sessions that ended before `cutoff`.
@@ -190,8 +344,88 @@ mod tests {
         .tool("read_file")
     }
 
+    /// The events recorded by the test (not retention's own).
     fn all(log: &EventLog) -> Vec<Event> {
-        log.query(&EventQuery::default()).unwrap()
+        log.query(&EventQuery::default())
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event != EventKind::RetentionDeleted)
+            .collect()
+    }
+
+    fn session_record(id: &str, ended_at: Option<u64>) -> SessionRecord {
+        SessionRecord {
+            id: id.into(),
+            name: None,
+            owner_uid: 0,
+            owner: "root".into(),
+            command: vec!["true".into()],
+            cgroup: None,
+            placement: None,
+            policy: "p.yaml".into(),
+            policy_text: None,
+            started_at: 0,
+            ended_at,
+        }
+    }
+
+    /// A live session floods the trail past its size bound: the flood pays with its own
+    /// events, the other live session keeps every one of its, ended sessions' go first, and
+    /// the trail says what went.
+    #[test]
+    fn a_live_sessions_flood_never_deletes_another_live_sessions_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let max_bytes = 256 * 1024;
+        let log = EventLog::open_with(
+            dir.path(),
+            Retention {
+                max_age: None,
+                max_bytes: Some(max_bytes),
+            },
+        )
+        .unwrap();
+        log.put_session(&session_record("quiet", None)).unwrap();
+        log.put_session(&session_record("flood", None)).unwrap();
+        log.put_session(&session_record("over", Some(1))).unwrap();
+        for i in 0..50 {
+            log.record(event(i).session("quiet"));
+            log.record(event(i).session("over"));
+        }
+        for i in 0..20_000 {
+            log.record(event(i).session("flood"));
+        }
+        log.flush();
+        let pruned = log.prune().unwrap();
+        assert_eq!(pruned.by_session.get("over"), Some(&50), "{pruned:?}");
+        assert!(pruned.by_session.get("flood").is_some_and(|n| *n > 10_000));
+        assert!(!pruned.by_session.contains_key("quiet"), "{pruned:?}");
+        let of = |session: &str| {
+            log.query(&EventQuery {
+                sessions: Some(vec![session.into()]),
+                ..EventQuery::default()
+            })
+            .unwrap()
+            .len()
+        };
+        assert_eq!(of("quiet"), 50);
+        assert_eq!(of("over"), 0);
+        log.flush();
+        let said: Vec<Event> = log
+            .query(&EventQuery::default())
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event == EventKind::RetentionDeleted)
+            .collect();
+        assert_eq!(said.len(), 1);
+        assert!(
+            said[0].reason.starts_with(&format!(
+                "retention deleted {} events (up to #",
+                pruned.events
+            )),
+            "{}",
+            said[0].reason
+        );
+        assert_eq!(said[0].details["by_session"]["over"], 50);
     }
 
     #[test]
@@ -261,23 +495,16 @@ mod tests {
             old.timestamp = now - age * DAY;
             log.record(old);
         }
-        let record = |id: &str, ended_days_ago: Option<u32>| SessionRecord {
-            id: id.into(),
-            name: None,
-            owner_uid: 0,
-            owner: "root".into(),
-            command: vec!["true".into()],
-            cgroup: None,
-            placement: None,
-            policy: "p.yaml".into(),
-            policy_text: None,
-            started_at: 0,
-            ended_at: ended_days_ago.map(|d| {
-                (now - d * DAY)
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs()
-            }),
+        let record = |id: &str, ended_days_ago: Option<u32>| {
+            session_record(
+                id,
+                ended_days_ago.map(|d| {
+                    (now - d * DAY)
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .unwrap()
+                        .as_secs()
+                }),
+            )
         };
         log.put_session(&record("ended-long-ago", Some(40)))
             .unwrap();
