@@ -426,3 +426,165 @@ fn a_flood_of_kernel_refusals_is_counted_not_recorded_one_by_one() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// An echo server on `addr` for as many connections as come, in one thread.
+fn echo_server(addr: &str) -> u16 {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let listener = std::net::TcpListener::bind(addr).expect("bind the echo server");
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut peers: Vec<std::net::TcpStream> = Vec::new();
+        loop {
+            while let Ok((peer, _)) = listener.accept() {
+                peer.set_nonblocking(true).unwrap();
+                peers.push(peer);
+            }
+            let mut fds: Vec<PollFd> = std::iter::once(listener.as_fd())
+                .chain(peers.iter().map(|p| p.as_fd()))
+                .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+                .collect();
+            if poll(&mut fds, PollTimeout::from(50u16)).is_err() {
+                continue;
+            }
+            let ready: Vec<bool> = fds[1..]
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            drop(fds);
+            let mut closed = Vec::new();
+            for (i, peer) in peers.iter_mut().enumerate().filter(|(i, _)| ready[*i]) {
+                let mut buf = [0u8; 4096];
+                match peer.read(&mut buf) {
+                    Ok(0) => closed.push(i),
+                    Ok(n) => {
+                        let _ = peer.write_all(&buf[..n]);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => closed.push(i),
+                }
+            }
+            for i in closed.into_iter().rev() {
+                peers.swap_remove(i);
+            }
+        }
+    });
+    port
+}
+
+const HOLD_CONNECTIONS: &str = r#"
+import json, os, resource, socket, sys, time
+host, port, count, ready, done = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+for _ in range(count):
+    s = socket.socket()
+    s.connect((host, port))
+    held.append(s)
+time.sleep(2)
+closed = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        if s.recv(1) == b"":
+            closed += 1
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+print(json.dumps({"held": count - closed, "closed": closed}), flush=True)
+open(ready, "w").close()
+while not os.path.exists(done):
+    time.sleep(0.1)
+"#;
+
+const ECHO_ROUND_TRIPS: &str = r#"
+import json, socket, sys, time
+host, port = sys.argv[2], int(sys.argv[3])
+times, failures = [], 0
+for _ in range(50):
+    start = time.monotonic()
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((host, port))
+        s.sendall(b"ping\n")
+        assert s.recv(16) == b"ping\n"
+        times.append(time.monotonic() - start)
+    except (OSError, AssertionError):
+        failures += 1
+    s.close()
+times.sort()
+print(json.dumps({"failures": failures, "median_ms": times[len(times) // 2] * 1000 if times else None}))
+"#;
+
+/// D1: one session holds as many connections through the transparent proxy as it can. It
+/// meets its own limit (reported once), and another session's connections are still served.
+#[test]
+fn one_session_cannot_starve_the_transparent_proxy() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let host = "127.0.0.29";
+    let port = echo_server(&format!("{host}:0"));
+    let daemon = Daemon::start_with(
+        dir.path(),
+        "",
+        &format!(
+            "kernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [{host}]\n"
+        ),
+    );
+    let (ready, done) = (dir.path().join("ready"), dir.path().join("done"));
+    let port_arg = port.to_string();
+    let before = python_session(&daemon, "calm-before", ECHO_ROUND_TRIPS, &[host, &port_arg]);
+    let (before, _) = finish(before, "the session before");
+    let hog = python_session(
+        &daemon,
+        "hog",
+        HOLD_CONNECTIONS,
+        &[
+            host,
+            &port_arg,
+            "4300",
+            ready.to_str().unwrap(),
+            done.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the hog never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let calm = python_session(&daemon, "calm", ECHO_ROUND_TRIPS, &[host, &port_arg]);
+    let (during, _) = finish(calm, "the other session");
+    std::fs::write(&done, "").unwrap();
+    let (hog_out, _) = finish(hog, "the hog");
+    let held = result(&hog_out);
+    assert_eq!(held["held"], 1024, "{held}");
+    let during_result = result(&during);
+    assert_eq!(during_result["failures"], 0, "{during}");
+    let events = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--session",
+        &daemon.session_id("hog"),
+        "--type",
+        "limit_reached",
+        "--json",
+    ]);
+    assert_eq!(events.len(), 1, "one event per episode: {events:#?}");
+    assert_eq!(
+        events[0]["details"]["limit"],
+        "transparent proxy connections"
+    );
+    eprintln!(
+        "transparent proxy: another session's connect+echo before the hog {}, while it holds 1024 (of 4300 tried) {}",
+        before.trim(),
+        during.trim()
+    );
+}

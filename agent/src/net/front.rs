@@ -39,6 +39,7 @@ use crate::config::OtherTraffic;
 use crate::daemon::Daemon;
 use crate::engine::{Local, Rules, Session};
 use crate::kernel::Original;
+use crate::limits::{Budget, Exceeded};
 use crate::proxy::{Provider, Proxy, Via};
 use crate::session::CgroupLookup;
 use crate::session::ca::LeafName;
@@ -47,8 +48,12 @@ use crate::session::ca::LeafName;
 const HELLO_PATIENCE: Duration = Duration::from_secs(10);
 /// A request's head must arrive within this.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connections served at once.
-const MAX_CONNECTIONS: usize = 4096;
+/// Connections served at once, by every session together (two descriptors each; agentshd
+/// raises its open-files limit at start).
+const MAX_CONNECTIONS: usize = 16_384;
+/// Connections one session may hold through the proxy at once: past it, its new ones are
+/// closed and the others' are still served.
+pub const CONNECTIONS_PER_SESSION: u64 = 1024;
 /// What a connection of the start-up self-test's session is answered with.
 pub const CANARY_REPLY: &[u8] = b"agentsh-canary\n";
 
@@ -73,6 +78,8 @@ pub struct Front {
     targets: Mutex<Vec<(Weak<Rules>, Arc<Targets>)>>,
     /// MCP conversations: (session, server, conversation) -> the guard's state.
     conversations: ConversationMap,
+    /// Connections held per session cgroup.
+    per_session: Budget,
 }
 
 /// What the front needs at start.
@@ -100,6 +107,7 @@ impl Front {
             sessions: Mutex::default(),
             targets: Mutex::default(),
             conversations: ConversationMap::default(),
+            per_session: Budget::new("transparent proxy connections", CONNECTIONS_PER_SESSION),
         }
     }
 
@@ -168,6 +176,18 @@ impl Front {
             let _ = stream.shutdown().await;
             return;
         }
+        let _held = match self
+            .per_session
+            .take(&original.session_cgroup.to_string(), 1)
+        {
+            Ok(share) => share,
+            Err(exceeded) => {
+                if exceeded.first {
+                    self.report_limit(&original, &exceeded).await;
+                }
+                return;
+            }
+        };
         let Some(session) = self.session_of(original.session_cgroup).await else {
             eprintln!(
                 "agentshd: transparent proxy: refusing {client} (pid {}) to {}: its session (cgroup {}) is not live",
@@ -212,6 +232,30 @@ impl Front {
                 );
             }
         }
+    }
+
+    /// One event per episode of a session at its connection limit.
+    async fn report_limit(&self, original: &Original, exceeded: &Exceeded) {
+        let reason = format!(
+            "{} connections of this session through the transparent proxy at once: its new ones are closed until it holds half as many (the last to {})",
+            exceeded.cap, original.destination
+        );
+        eprintln!(
+            "agentshd: transparent proxy: session cgroup {}: {reason}",
+            original.session_cgroup
+        );
+        let Some(session) = self.session_of(original.session_cgroup).await else {
+            return;
+        };
+        let event = Event::new(EventKind::LimitReached, "", Action::Block, reason)
+            .rule("limit/transparent")
+            .details(serde_json::json!({
+                "limit": exceeded.budget,
+                "cap": exceeded.cap,
+                "pid": original.pid,
+                "address": original.destination.to_string(),
+            }));
+        self.daemon.engine.record(&session, event);
     }
 
     /// The live session whose cgroup id the kernel recorded.
