@@ -111,6 +111,70 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
     );
 }
 
+/// B1 (issue 18): an agent that reaches the provider by its own name on another port its
+/// edge serves, or by address with no name at all, is judged all the same. The agent here
+/// trusts the upstream's CA itself (as it trusts the real provider's), so a spliced connection
+/// would have handed it the raw tool call.
+#[test]
+fn the_provider_reached_on_another_port_or_by_address_is_judged() {
+    if !can_load_hooks("transparent_provider_ports") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "upstream");
+    let cert = ca.issue(dir.path(), "anthropic", &["api.anthropic.com", "127.0.0.6"]);
+    let edge = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.6", 2053);
+    let by_address = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.6", 2096);
+    let daemon = daemon(dir.path(), &ca, "127.0.0.6", "");
+    let on_edge = sdk_command(
+        "--api anthropic --base-url https://api.anthropic.com:2053 --scenario anthropic_tools",
+    );
+    let no_name =
+        sdk_command("--api anthropic --base-url https://127.0.0.6:2096 --scenario anthropic_tools");
+    let calls = dir.path().join("calls.sh");
+    std::fs::write(&calls, format!("{on_edge} && {no_name} --stream\n")).unwrap();
+    let script = with_hosts(
+        dir.path(),
+        "127.0.0.6",
+        &["api.anthropic.com"],
+        &format!("sh {}", calls.display()),
+    );
+    let mut cmd = daemon.session_command(&[], "ports", &script);
+    // What the agent trusted before its session: the session's bundle keeps it.
+    cmd.env("SSL_CERT_FILE", &ca.pem);
+    let out = agentsh_tests::run_bounded(cmd, b"", std::time::Duration::from_secs(120));
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let answers = steps(&out.stdout);
+    assert_eq!(answers.len(), 2, "{}\n{}", out.stdout, out.stderr);
+    for answer in &answers {
+        let choice = &answer["choices"][0];
+        assert!(
+            choice["tool_calls"].as_array().is_some_and(Vec::is_empty),
+            "a tool call passed unjudged: {answer}"
+        );
+        assert!(
+            choice["text"]
+                .as_str()
+                .unwrap()
+                .contains("blocked by policy: no memory in this session"),
+            "{answer}"
+        );
+    }
+    // Both upstreams log to the certificate's file: one request each reached them.
+    assert_eq!(edge.requests().len(), 2);
+    drop(by_address);
+    let events = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--session",
+        &daemon.session_id("ports"),
+        "--type",
+        "llm_request",
+        "--json",
+    ]);
+    assert_eq!(events.len(), 2, "{events:#?}");
+}
+
 /// `python3 -c` that connects to `addr` (after `go` exists, when given) and prints `ok`, or
 /// the errno's name.
 fn connect_script(addr: &str, go: Option<&Path>) -> String {

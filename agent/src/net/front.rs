@@ -24,7 +24,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use url::Url;
@@ -205,23 +205,36 @@ impl Front {
                 Err(_) => return,
             }
         };
-        if !targets.inspects_port(destination.port()) {
-            return self.other(stream, &original, &session).await;
+        // On a port no provider or declared server is known to use, the first side to speak
+        // decides: a server that speaks first (SSH, SMTP, databases) is not an HTTPS API, and
+        // is spliced at once; a client that speaks first is read like any other.
+        let mut upstream = None;
+        if !targets.inspects_port(destination.port()) && self.other_traffic == OtherTraffic::Splice
+        {
+            match first_speaker(&stream, destination).await {
+                Speaker::Server(server) => return splice(stream, destination, Some(server)).await,
+                Speaker::Client(server) => upstream = server,
+                Speaker::Gone => return,
+            }
         }
         match tls::peek_hello(&stream, HELLO_PATIENCE).await {
             Ok(hello) => match targets.tls(destination, hello.server_name.as_deref()) {
                 Class::Llm(provider) => {
-                    self.llm(stream, &original, session, &hello, provider).await
+                    self.llm(stream, &original, session, &hello, Some(provider))
+                        .await
                 }
+                Class::Unnamed => self.llm(stream, &original, session, &hello, None).await,
                 Class::Mcp(target) => {
                     self.mcp(stream, &original, session, Some(&hello), target)
                         .await;
                 }
-                Class::Other => self.other(stream, &original, &session).await,
+                Class::Other => self.other(stream, &original, &session, upstream).await,
             },
             Err(TlsError::NotTls(_)) => match targets.plain(destination) {
                 Class::Mcp(target) => self.mcp(stream, &original, session, None, target).await,
-                Class::Llm(_) | Class::Other => self.other(stream, &original, &session).await,
+                Class::Llm(_) | Class::Unnamed | Class::Other => {
+                    self.other(stream, &original, &session, upstream).await
+                }
             },
             Err(TlsError::HelloCut) => {}
             Err(err) => {
@@ -289,7 +302,7 @@ impl Front {
         original: &Original,
         session: Arc<Session>,
         hello: &Hello,
-        provider: Provider,
+        provider: Option<Provider>,
     ) {
         let destination = original.destination;
         let Some((client, name)) = self.terminate(stream, original, &session, hello).await else {
@@ -312,6 +325,13 @@ impl Front {
                 Arc::clone(&workspace),
             );
             async move {
+                // A connection that named no host: each request says whose API it speaks.
+                let provider = provider.unwrap_or_else(|| {
+                    crate::proxy::route::guess(
+                        request.uri().path_and_query().map_or("/", |p| p.as_str()),
+                        request.headers(),
+                    )
+                });
                 let via = Via::Origin {
                     provider,
                     origin: &origin,
@@ -389,7 +409,15 @@ impl Front {
         }
     }
 
-    async fn other(&self, stream: TcpStream, original: &Original, session: &Session) {
+    /// Traffic that is neither an LLM provider's nor a declared server's; `upstream`, a
+    /// connection to its destination already open.
+    async fn other(
+        &self,
+        stream: TcpStream,
+        original: &Original,
+        session: &Session,
+        upstream: Option<TcpStream>,
+    ) {
         let destination = original.destination;
         match self.other_traffic {
             OtherTraffic::Refuse => {
@@ -407,7 +435,7 @@ impl Front {
                     .details(json!({"pid": original.pid, "address": destination.to_string()})),
                 );
             }
-            OtherTraffic::Splice => splice(stream, destination).await,
+            OtherTraffic::Splice => splice(stream, destination, upstream).await,
         }
     }
 
@@ -607,14 +635,61 @@ where
 }
 
 /// Copies both ways between the client and where it was going, untouched.
-async fn splice(mut client: TcpStream, destination: SocketAddr) {
-    let mut upstream = match TcpStream::connect(destination).await {
-        Ok(upstream) => upstream,
-        // The client sees its connection closed, as it would a refused one.
-        Err(_) => return,
+async fn splice(mut client: TcpStream, destination: SocketAddr, upstream: Option<TcpStream>) {
+    let mut upstream = match upstream {
+        Some(upstream) => upstream,
+        None => match TcpStream::connect(destination).await {
+            Ok(upstream) => upstream,
+            // The client sees its connection closed, as it would a refused one.
+            Err(_) => return,
+        },
     };
     let _ = upstream.set_nodelay(true);
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// Who spoke first on a connection.
+enum Speaker {
+    /// The server (its bytes wait, unread, in the upstream connection).
+    Server(TcpStream),
+    /// The client; the upstream connection, if the destination took one.
+    Client(Option<TcpStream>),
+    /// The client left before either spoke.
+    Gone,
+}
+
+/// Opens the connection's destination and waits for the first bytes from either side, for as
+/// long as it takes: no timeout a client could wait out to be taken for a server-first
+/// protocol.
+async fn first_speaker(client: &TcpStream, destination: SocketAddr) -> Speaker {
+    let upstream = tokio::select! {
+        connected = TcpStream::connect(destination) => connected.ok(),
+        // A client that speaks before its destination answers the connect: read it.
+        ready = client.ready(Interest::READABLE) => {
+            return match ready {
+                Ok(r) if r.is_read_closed() && !r.is_readable() => Speaker::Gone,
+                Ok(_) => Speaker::Client(None),
+                Err(_) => Speaker::Gone,
+            };
+        }
+    };
+    let Some(upstream) = upstream else {
+        // Nothing listens there: what the client says may still be worth reading (an API
+        // reached through a port only it knows is not, but the classification decides).
+        return Speaker::Client(None);
+    };
+    let _ = upstream.set_nodelay(true);
+    tokio::select! {
+        biased;
+        ready = client.ready(Interest::READABLE) => match ready {
+            Ok(_) => Speaker::Client(Some(upstream)),
+            Err(_) => Speaker::Gone,
+        },
+        ready = upstream.ready(Interest::READABLE) => match ready {
+            Ok(_) => Speaker::Server(upstream),
+            Err(_) => Speaker::Client(None),
+        },
+    }
 }
 
 /// Looks up a declared server's host name (blocking; called off the runtime's workers).

@@ -13,6 +13,9 @@ use crate::proxy::Provider;
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
     llm: Vec<LlmHost>,
+    /// The providers' hosts' addresses, as they resolved: a connection there is the
+    /// provider's, whatever name it asks for (or none).
+    llm_addresses: Vec<(IpAddr, Provider)>,
     mcp: Vec<McpTarget>,
 }
 
@@ -27,10 +30,9 @@ struct LlmHost {
 }
 
 impl LlmHost {
-    fn matches(&self, sni: &str, port: u16) -> bool {
-        if self.port != port {
-            return false;
-        }
+    /// On any port: the provider's edge serves its API on more than one (Cloudflare's 2053,
+    /// 2083, 2087, 2096, 8443 as well as 443).
+    fn matches(&self, sni: &str) -> bool {
         if !self.suffix {
             return self.name.eq_ignore_ascii_case(sni);
         }
@@ -74,6 +76,10 @@ pub enum McpHost {
 pub enum Class<'a> {
     Llm(Provider),
     Mcp(&'a McpTarget),
+    /// TLS that names no host (no SNI, or an address as SNI): no well-behaved client to a
+    /// named service sends that, so it is opened and what it says decides (an LLM API call is
+    /// judged like any other).
+    Unnamed,
     Other,
 }
 
@@ -105,6 +111,17 @@ impl Targets {
                 provider: Provider::Google,
             }));
         }
+        let mut llm_addresses = Vec::new();
+        for host in llm.iter().filter(|h| !h.suffix) {
+            match host.name.parse::<IpAddr>() {
+                Ok(ip) => llm_addresses.push((ip, host.provider)),
+                Err(_) => llm_addresses.extend(
+                    resolve(&host.name, host.port)
+                        .into_iter()
+                        .map(|ip| (ip, host.provider)),
+                ),
+            }
+        }
         let mcp = policy
             .servers
             .iter()
@@ -129,7 +146,11 @@ impl Targets {
                 })
             })
             .collect();
-        Self { llm, mcp }
+        Self {
+            llm,
+            llm_addresses,
+            mcp,
+        }
     }
 
     /// Whether connections to this port may be ours to open (a ClientHello or HTTP request is
@@ -139,27 +160,39 @@ impl Targets {
         self.llm.iter().any(|h| h.port == port) || self.mcp.iter().any(|t| t.port == port)
     }
 
-    /// A TLS connection to `original` that asked for `sni`.
+    /// A TLS connection to `original` that asked for `sni`: by the name it asked for, then by
+    /// where it goes (a foreign name at a provider's or a declared server's address is not
+    /// believed), then any connection that names no host.
     pub fn tls(&self, original: SocketAddr, sni: Option<&str>) -> Class<'_> {
         let port = original.port();
-        if let Some(sni) = sni {
-            let sni = sni.trim_end_matches('.');
-            if let Some(host) = self.llm.iter().find(|h| h.matches(sni, port)) {
+        let sni = sni.map(|s| s.trim_end_matches('.'));
+        let named = sni.filter(|s| s.parse::<IpAddr>().is_err());
+        if let Some(sni) = named {
+            if let Some(host) = self.llm.iter().find(|h| h.matches(sni)) {
                 return Class::Llm(host.provider);
             }
+            let by_name = self.mcp.iter().find(|t| {
+                t.tls
+                    && matches!(&t.host, McpHost::Name { name, .. } if name.eq_ignore_ascii_case(sni))
+            });
+            if let Some(target) = by_name {
+                return Class::Mcp(target);
+            }
         }
-        self.mcp
-            .iter()
-            .filter(|t| t.tls && t.port == port)
-            .find(|t| match (&t.host, sni) {
-                (McpHost::Name { name, .. }, Some(sni)) => {
-                    name.eq_ignore_ascii_case(sni.trim_end_matches('.'))
-                }
-                (McpHost::Ip(ip), None) => *ip == original.ip(),
-                (McpHost::Ip(ip), Some(sni)) => sni.parse::<IpAddr>().ok() == Some(*ip),
-                (McpHost::Name { .. }, None) => false,
-            })
-            .map_or(Class::Other, Class::Mcp)
+        let ip = canonical(original.ip());
+        if let Some((_, provider)) = self.llm_addresses.iter().find(|(a, _)| canonical(*a) == ip) {
+            return Class::Llm(*provider);
+        }
+        let by_address = self.mcp.iter().find(|t| {
+            t.tls && t.port == port && t.addresses().into_iter().any(|a| canonical(a) == ip)
+        });
+        if let Some(target) = by_address {
+            return Class::Mcp(target);
+        }
+        if named.is_none() {
+            return Class::Unnamed;
+        }
+        Class::Other
     }
 
     /// A connection to `original` that does not start with TLS.
@@ -177,6 +210,14 @@ impl Targets {
     /// Every declared network server, for the kernel's deny list.
     pub fn mcp(&self) -> &[McpTarget] {
         &self.mcp
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
     }
 }
 
@@ -245,10 +286,16 @@ sandbox:
             t.tls(any, Some("API.OpenAI.com.")),
             Class::Llm(Provider::OpenAi)
         );
-        assert_eq!(
-            t.tls(addr("127.0.0.2:8443"), Some("api.anthropic.com")),
-            Class::Other
-        );
+        // The provider's own name on another port its edge serves is the provider's.
+        for port in [2053, 2083, 2087, 2096, 8443] {
+            assert_eq!(
+                t.tls(
+                    addr(&format!("127.0.0.2:{port}")),
+                    Some("api.anthropic.com")
+                ),
+                Class::Llm(Provider::Anthropic)
+            );
+        }
         assert_eq!(t.tls(any, Some("example.org")), Class::Other);
         assert_eq!(
             t.tls(any, Some("generativelanguage.googleapis.com")),
@@ -271,8 +318,43 @@ sandbox:
             Class::Other
         );
         assert_eq!(t.tls(any, Some("-aiplatform.googleapis.com")), Class::Other);
-        assert_eq!(t.tls(any, None), Class::Other);
+        // No name, or an address for a name: opened, and what it says decides.
+        assert_eq!(t.tls(any, None), Class::Unnamed);
+        assert_eq!(t.tls(any, Some("127.0.0.2")), Class::Unnamed);
         assert!(t.inspects_port(443) && t.inspects_port(8931) && !t.inspects_port(22));
+    }
+
+    #[test]
+    fn a_providers_address_is_the_providers_whatever_the_name() {
+        let anthropic = Url::parse("https://api.anthropic.com").unwrap();
+        let policy = crate::config::load_str("{}", "p.yaml").unwrap();
+        let t = Targets::new(
+            &[(Provider::Anthropic, &anthropic)],
+            policy.mcp(),
+            |name, _| {
+                if name == "api.anthropic.com" {
+                    vec!["160.79.104.10".parse().unwrap()]
+                } else {
+                    Vec::new()
+                }
+            },
+        );
+        for sni in [Some("example.org"), Some("cloudflare-ech.com"), None] {
+            assert_eq!(
+                t.tls(addr("160.79.104.10:2053"), sni),
+                Class::Llm(Provider::Anthropic),
+                "{sni:?}"
+            );
+            assert_eq!(
+                t.tls(addr("[::ffff:160.79.104.10]:443"), sni),
+                Class::Llm(Provider::Anthropic),
+                "{sni:?}"
+            );
+        }
+        assert_eq!(
+            t.tls(addr("160.79.104.11:443"), Some("example.org")),
+            Class::Other
+        );
     }
 
     #[test]
@@ -290,8 +372,16 @@ sandbox:
         assert_eq!(server(t.plain(addr("127.0.0.4:8931"))), "Other");
         assert_eq!(server(t.plain(addr("10.1.2.3:9000"))), "named");
         assert_eq!(server(t.tls(addr("[::1]:8443"), None)), "byip");
+        // A declared server is its address, whatever name the client asks for.
+        assert_eq!(
+            server(t.tls(addr("[::1]:8443"), Some("cdn.example.net"))),
+            "byip"
+        );
         // A TLS server is not matched by a plain connection, nor the other way round.
         assert_eq!(server(t.plain(addr("[::1]:8443"))), "Other");
-        assert_eq!(server(t.tls(addr("127.0.0.3:8931"), None)), "Other");
+        assert_eq!(
+            server(t.tls(addr("127.0.0.3:8931"), Some("x.example"))),
+            "Other"
+        );
     }
 }

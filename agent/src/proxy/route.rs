@@ -106,7 +106,8 @@ fn provider_of(dialect: Dialect) -> Provider {
     }
 }
 
-fn guess(path: &str, headers: &HeaderMap) -> Provider {
+/// The provider a request without a prefix is for: by its path, then its headers.
+pub fn guess(path: &str, headers: &HeaderMap) -> Provider {
     if let Some(dialect) = Dialect::of_path(path) {
         return provider_of(dialect);
     }
