@@ -15,6 +15,7 @@
 //!   bound) is judged as unreadable, and the judge blocks it: fail closed.
 
 pub mod anthropic;
+pub mod connectors;
 pub mod dlp;
 pub mod gemini;
 pub mod host_names;

@@ -10,6 +10,7 @@
 //! form matches, an allow entry only counts for the canonical form, so `..`, case and encoding
 //! tricks can only make a call more restricted, never less.
 
+pub mod connector;
 pub mod normalize;
 
 use std::borrow::Cow;

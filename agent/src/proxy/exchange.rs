@@ -17,13 +17,13 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
-use super::Proxy;
 use super::body::{BoxError, Intercepted, Observed};
 use super::encoding::{self, Coding, Decoder};
 use super::judge::ProxyJudge;
 use super::record::Record;
 use super::route::{Provider, Route};
 use super::store::Capture;
+use super::{Proxy, connectors};
 use crate::config::ProxyMode;
 use crate::engine::Session;
 use crate::llm::{self, Dialect, Stream};
@@ -154,7 +154,10 @@ impl Proxy {
         })?
         .to_bytes();
         let mut headers = head.headers;
-        let body = self.prepare_request(route, &mut headers, body, record)?;
+        let body = self.prepare_request(route, &mut headers, body, record, intercepting)?;
+        if intercepting && let Some(dialect) = route.dialect {
+            connectors::judge(dialect, &body, record)?;
+        }
         record.request_bytes = body.len() as u64;
         let facts = route
             .dialect
@@ -299,17 +302,19 @@ impl Proxy {
         Ok(Response::from_parts(head, full(body)))
     }
 
-    /// The request as it goes upstream: decoded when it must be read, redacted in `embedded`.
+    /// The request as it goes upstream: decoded when it must be read (it is judged, or
+    /// redacted in `embedded`), redacted in `embedded`.
     fn prepare_request(
         &self,
         route: &Route,
         headers: &mut HeaderMap,
         body: Bytes,
         record: &mut Record,
+        judged: bool,
     ) -> Result<Bytes, Refusal> {
-        let Some(redactor) = &self.redactor else {
+        if self.redactor.is_none() && !judged {
             return Ok(body);
-        };
+        }
         let codings = content_codings(headers).map_err(|r| Refusal {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ..r
@@ -326,6 +331,9 @@ impl Proxy {
                 })?;
             headers.remove(header::CONTENT_ENCODING);
             Bytes::from(plain)
+        };
+        let Some(redactor) = &self.redactor else {
+            return Ok(body);
         };
         let redaction = redactor.redact_body(&body);
         if redaction.findings.is_empty() {
@@ -393,6 +401,10 @@ impl Refusal {
 
     pub(super) fn bad_gateway(reason: String) -> Self {
         Self::new(StatusCode::BAD_GATEWAY, reason)
+    }
+
+    pub(super) fn reason(&self) -> &str {
+        &self.reason
     }
 }
 

@@ -8,6 +8,7 @@
 //! [`Proxy::exchange`].
 
 mod body;
+mod connectors;
 pub mod encoding;
 mod exchange;
 mod judge;

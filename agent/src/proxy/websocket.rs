@@ -381,7 +381,19 @@ impl Relay {
                     true,
                 );
             }
-            *turn = Some(self.start_turn(&forwarded));
+            let started = turn.insert(self.start_turn(&forwarded));
+            // The provider-side MCP servers it names, before the provider sees them.
+            if let Err(refusal) = super::connectors::judge(
+                Dialect::OpenAiResponses,
+                forwarded.as_bytes(),
+                &started.record,
+            ) {
+                let why = refusal.reason().to_owned();
+                if let Some(mut refused) = turn.take() {
+                    close_turn(&mut refused, &why, true);
+                }
+                return Err(why);
+            }
         }
         Ok(forwarded)
     }

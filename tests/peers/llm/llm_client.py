@@ -202,11 +202,17 @@ def run_anthropic(args, headers):
         messages=[{"role": "user", "content": USER_PROMPT}],
         tools=anthropic_tools(),
     )
-    if args.raw:
+    if args.mcp_server:
+        # Provider-side MCP servers: the beta Messages API calls them itself.
+        params["mcp_servers"] = [
+            {"type": "url", "name": label, "url": url} for label, url in args.mcp_server
+        ]
+        message = client.beta.messages.create(betas=["mcp-client-2025-04-04"], **params)
+    elif args.raw:
         with client.messages.with_streaming_response.create(stream=args.stream, **params) as response:
             write_raw(response)
         return None
-    if args.stream:
+    elif args.stream:
         with client.messages.stream(**params) as stream:
             message = stream.get_final_message()
     else:
@@ -310,7 +316,11 @@ def run_responses(args, headers):
         model=OPENAI_MODEL,
         instructions="You are a helpful assistant with memory and filesystem tools.",
         input=[{"role": "user", "content": USER_PROMPT}],
-        tools=responses_tools(),
+        tools=responses_tools()
+        + [
+            {"type": "mcp", "server_label": label, "server_url": url, "require_approval": "never"}
+            for label, url in args.mcp_server
+        ],
     )
     if args.raw:
         with client.responses.with_streaming_response.create(stream=args.stream, **params) as response:
@@ -471,6 +481,9 @@ def main(argv=None):
     p.add_argument("--raw", action="store_true")
     p.add_argument("--n", type=int, help="chat: the n parameter (choices wanted)")
     p.add_argument("--api-key", default="sk-test")
+    p.add_argument("--mcp-server", action="append", default=[], metavar="LABEL=URL",
+                   type=lambda v: tuple(v.split("=", 1)),
+                   help="anthropic, responses: a provider-side MCP server the request names")
     p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an extra request header")
     p.add_argument("--prompt-suffix", default="", help="appended to the user prompt (e.g. a secret for DLP tests)")
     args = p.parse_args(argv)

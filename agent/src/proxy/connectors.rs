@@ -1,0 +1,69 @@
+//! The provider-side MCP servers a request names, judged before it goes upstream: a request
+//! that would have the provider call a server the session's policy does not allow is refused
+//! (the agent sees why); each one allowed is recorded, since its calls will run at the
+//! provider, out of agentsh's sight.
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::exchange::Refusal;
+use super::record::Record;
+use crate::audit::{Action, Event, EventKind};
+use crate::llm::Dialect;
+use crate::llm::connectors::{self, Connector};
+use crate::policy::connector::decide_connector;
+
+pub(super) fn judge(dialect: Dialect, body: &[u8], record: &Record) -> Result<(), Refusal> {
+    let found = connectors::of_request(dialect, body).map_err(|err| {
+        let reason =
+            format!("refusing a request whose provider-side MCP servers cannot be read: {err}");
+        record_connection(record, "", Action::Block, "connector", &reason, None);
+        Refusal::new(StatusCode::BAD_REQUEST, reason)
+    })?;
+    let rules = record.session().rules();
+    for connector in &found {
+        let decided = decide_connector(rules.mcp(), connector);
+        let verdict = &decided.verdict;
+        let action = if verdict.blocks() {
+            Action::Block
+        } else {
+            Action::Allow
+        };
+        record_connection(
+            record,
+            &decided.server,
+            action,
+            &verdict.rule,
+            &verdict.reason,
+            Some(connector),
+        );
+        if verdict.blocks() {
+            return Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                format!("[agentsh] {}", verdict.reason),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn record_connection(
+    record: &Record,
+    server: &str,
+    action: Action,
+    rule: &str,
+    reason: &str,
+    connector: Option<&Connector>,
+) {
+    let event = Event::new(EventKind::McpNetworkConnection, server, action, reason)
+        .rule(rule)
+        .details(json!({
+            "provider_side": true,
+            "provider": record.provider.as_str(),
+            "request_id": record.request_id,
+            "label": connector.map(|c| c.label.as_str()),
+            "url": connector.and_then(|c| c.url.as_deref()),
+            "connector_id": connector.and_then(|c| c.connector_id.as_deref()),
+        }));
+    record.engine().record(record.session(), event);
+}
