@@ -588,3 +588,95 @@ fn one_session_cannot_starve_the_transparent_proxy() {
         during.trim()
     );
 }
+
+const HOLD_REQUESTS: &str = r#"
+import json, os, socket, sys, time
+host, port, ready, done = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+size = 60 << 20
+answers = []
+held = []
+for _ in range(3):
+    s = socket.create_connection((host, port))
+    s.sendall(("POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+               "content-length: %d\r\n\r\n" % size).encode())
+    s.settimeout(3)
+    try:
+        s.sendall(b" " * (size - 1))  # all but the last byte: the proxy holds it
+        status = s.recv(64).split(b" ")[1].decode()
+    except socket.timeout:
+        status = "held"
+    except OSError as e:
+        try:
+            status = s.recv(64).split(b" ")[1].decode()
+        except Exception:
+            status = "error " + str(e)
+    answers.append(status)
+    held.append(s)
+print(json.dumps({"answers": answers}), flush=True)
+open(ready, "w").close()
+while not os.path.exists(done):
+    time.sleep(0.1)
+"#;
+
+/// D4: one session's large, slow requests to the LLM proxy hold at most its own budget of
+/// memory (two of the largest requests); past it they are refused (503, one event), and
+/// another session's requests go on.
+#[test]
+fn one_session_cannot_take_the_llm_proxys_memory() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let upstream = agentsh_tests::llm::FakeUpstream::start(dir.path());
+    let daemon = Daemon::start_with(
+        dir.path(),
+        "",
+        &format!(
+            "proxy:\n  listen: 127.0.0.1:0\n  mode: embedded\nproviders:\n  anthropic: {{upstream: \"{0}\"}}\n  openai: {{upstream: \"{0}\"}}\n",
+            upstream.url
+        ),
+    );
+    let proxy = daemon.proxy.clone().expect("the proxy");
+    let (host, port) = proxy.rsplit_once(':').unwrap();
+    let (ready, done) = (dir.path().join("ready"), dir.path().join("done"));
+    let hog = python_session(
+        &daemon,
+        "hog",
+        HOLD_REQUESTS,
+        &[host, port, ready.to_str().unwrap(), done.to_str().unwrap()],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the hog never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rss = rss_kib(daemon.pid());
+    let call = agentsh_tests::llm::sdk_command(&format!(
+        "--api anthropic --base-url http://{proxy}/anthropic --scenario anthropic_tools"
+    ));
+    let calm = daemon.run_session("calm", &call);
+    std::fs::write(&done, "").unwrap();
+    let (hog_out, _) = finish(hog, "the hog");
+    assert!(calm.status.success(), "{}", calm.stderr);
+    let hog_result = result(&hog_out);
+    assert_eq!(
+        hog_result["answers"],
+        serde_json::json!(["held", "held", "503"]),
+        "{hog_result}"
+    );
+    let events = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--session",
+        &daemon.session_id("hog"),
+        "--type",
+        "limit_reached",
+        "--json",
+    ]);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    eprintln!(
+        "LLM proxy: a session holding two 60 MB requests, its third refused; agentshd RSS {} MiB; another session's call went through",
+        rss / 1024
+    );
+}

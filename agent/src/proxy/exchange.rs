@@ -50,6 +50,10 @@ pub enum Via<'a> {
 pub(super) const MAX_REQUEST_BYTES: usize = 64 << 20;
 /// A buffered response body, decoded, past this is refused rather than passed unread.
 const MAX_RESPONSE_BYTES: u64 = 64 << 20;
+/// Request bytes one session may have the proxy hold at once (two of the largest requests),
+/// and every session together.
+pub(super) const REQUEST_BYTES_PER_SESSION: u64 = 2 * MAX_REQUEST_BYTES as u64;
+pub(super) const REQUEST_BYTES_TOTAL: u64 = 8 * MAX_REQUEST_BYTES as u64;
 /// A request body must arrive within this.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Where the exchange's id is told to the client.
@@ -132,27 +136,18 @@ impl Proxy {
             && route.dialect.is_some()
             && request.method() != http::Method::DELETE;
         let (head, body) = request.into_parts();
-        let body = tokio::time::timeout(
-            BODY_TIMEOUT,
-            Limited::new(body, MAX_REQUEST_BYTES).collect(),
-        )
-        .await
-        .map_err(|_| {
-            Refusal::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body did not arrive within {}s",
-                    BODY_TIMEOUT.as_secs()
-                ),
-            )
-        })?
-        .map_err(|e| {
-            Refusal::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body cannot be read (limit {MAX_REQUEST_BYTES} bytes): {e}"),
-            )
-        })?
-        .to_bytes();
+        let (body, _held) =
+            tokio::time::timeout(BODY_TIMEOUT, self.read_request_body(body, record))
+                .await
+                .map_err(|_| {
+                    Refusal::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "the request body did not arrive within {}s",
+                            BODY_TIMEOUT.as_secs()
+                        ),
+                    )
+                })??;
         let mut headers = head.headers;
         let body = self.prepare_request(route, &mut headers, body, record, intercepting)?;
         if intercepting && let Some(dialect) = route.dialect {
@@ -300,6 +295,62 @@ impl Proxy {
         head.headers.remove(header::CONTENT_LENGTH);
         record.finish("completed", false);
         Ok(Response::from_parts(head, full(body)))
+    }
+
+    /// Reads a request body whole, every byte accounted to the session's and the proxy's
+    /// budgets before it is kept; the shares are held until the request has gone.
+    async fn read_request_body(
+        &self,
+        mut body: Incoming,
+        record: &Record,
+    ) -> Result<(Bytes, [crate::limits::Share; 2]), Refusal> {
+        let key = record.session().id().unwrap_or("unmanaged").to_owned();
+        let mut shares = [
+            self.request_bytes.per_session.share(&key),
+            self.request_bytes.total.share("everyone"),
+        ];
+        let mut collected = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body cannot be read: {e}"),
+                )
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let wanted = collected.len() + data.len();
+            if wanted > MAX_REQUEST_BYTES {
+                return Err(Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body cannot be read (limit {MAX_REQUEST_BYTES} bytes)"),
+                ));
+            }
+            for share in &mut shares {
+                if let Err(exceeded) = share.resize(wanted as u64) {
+                    if exceeded.first {
+                        record.engine().record(
+                            record.session(),
+                            crate::audit::Event::new(
+                                crate::audit::EventKind::LimitReached,
+                                record.provider.as_str(),
+                                crate::audit::Action::Block,
+                                format!("{exceeded}: requests refused until it falls to half"),
+                            )
+                            .rule("limit/llm_request")
+                            .details(json!({"limit": exceeded.budget, "cap": exceeded.cap})),
+                        );
+                    }
+                    return Err(Refusal::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("[agentsh] {exceeded}; try again when earlier requests have gone"),
+                    ));
+                }
+            }
+            collected.extend_from_slice(&data);
+        }
+        Ok((collected.freeze(), shares))
     }
 
     /// The request as it goes upstream: decoded when it must be read (it is judged, or

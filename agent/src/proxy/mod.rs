@@ -77,6 +77,15 @@ pub struct Proxy {
     limits: Limits,
     redactor: Option<Redactor>,
     bodies: BodyStore,
+    /// Request bytes held while requests are read, per session and in all.
+    request_bytes: RequestBudgets,
+}
+
+/// How many request bytes the proxy holds while reading requests: per session, so that one
+/// session's large or slow requests cannot take the memory the others need, and in all.
+pub(crate) struct RequestBudgets {
+    pub per_session: crate::limits::Budget,
+    pub total: crate::limits::Budget,
 }
 
 /// A running proxy: its runtime (which the transparent path shares) and, when `proxy.listen`
@@ -184,6 +193,16 @@ pub fn start(
         limits: Limits::default(),
         redactor,
         bodies: bodies.clone(),
+        request_bytes: RequestBudgets {
+            per_session: crate::limits::Budget::new(
+                "LLM request bytes in flight",
+                exchange::REQUEST_BYTES_PER_SESSION,
+            ),
+            total: crate::limits::Budget::new(
+                "LLM request bytes in flight (all sessions)",
+                exchange::REQUEST_BYTES_TOTAL,
+            ),
+        },
     });
     let handle = runtime.handle().clone();
     let listen = listener.as_ref().map(|(_, local)| *local);
