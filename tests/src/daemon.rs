@@ -68,9 +68,12 @@ impl Daemon {
     fn wait_ready(&mut self) {
         let mut out = BufReader::new(self.child.stdout.take().expect("stdout"));
         let mut line = String::new();
-        out.read_line(&mut line).expect("read agentshd's stdout");
-        assert!(line.starts_with("agentshd: ready"), "{line}");
-        assert!(line.contains("sessions by cgroup"), "{line}");
+        let _ = out.read_line(&mut line);
+        assert!(
+            line.starts_with("agentshd: ready") && line.contains("sessions by cgroup"),
+            "agentshd did not come up (it said {line:?} on stdout); its stderr:\n{}",
+            self.stderr()
+        );
         self.proxy = line
             .split("LLM proxy on http://")
             .nth(1)
@@ -89,6 +92,11 @@ impl Daemon {
             }
             self.startup.push(line);
         }
+    }
+
+    /// What agentshd has said on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(stderr_file(&self.config)).unwrap_or_default()
     }
 
     /// agentshd's process id.
@@ -167,6 +175,10 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The test failed: what the daemon said is part of why.
+            eprintln!("--- agentshd's stderr ---\n{}--- end ---", self.stderr());
+        }
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
@@ -241,12 +253,24 @@ fn command(wrapper: &[String], config: &Path) -> Command {
     command
 }
 
+/// Starts agentshd; what it says on stderr goes to [`stderr_file`] (kept across restarts), so
+/// that a test that fails can say what the daemon said.
 fn spawn(wrapper: &[String], config: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr_file(config))
+        .expect("open agentshd's stderr file");
     command(wrapper, config)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(log)
         .spawn()
         .expect("start agentshd")
+}
+
+/// Where a test daemon's stderr goes: beside its config.
+fn stderr_file(config: &Path) -> PathBuf {
+    config.with_file_name("agentshd.stderr")
 }
 
 /// Whether this process may create cgroup sessions (CI runs as root).

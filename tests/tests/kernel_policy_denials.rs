@@ -145,3 +145,30 @@ fn reloads_and_session_policies_reach_the_kernel() {
         assert!(out.status.success(), "{name}: {}", out.stderr);
     }
 }
+
+/// Two daemons with kernel enforcement side by side (as a test beside the machine's own
+/// agentshd): each has its own transparent port, pins and cgroup parent, and each one's deny
+/// list applies to its own sessions only.
+#[test]
+fn two_daemons_enforce_side_by_side() {
+    if !can_load_hooks("kernel_two_daemons") {
+        return;
+    }
+    let listener = TcpListener::bind(("127.0.0.19", PORT + 1)).expect("bind the server's address");
+    std::thread::spawn(move || for _ in listener.incoming() {});
+    let config =
+        "kernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n";
+    let policy = |denied: bool| policy(denied).replace(&PORT.to_string(), &(PORT + 1).to_string());
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let denying = Daemon::start_with(one.path(), &policy(true), config);
+    let allowing = Daemon::start_with(two.path(), &policy(false), config);
+    let script = format!(
+        "python3 -c \"import errno, socket\ns = socket.socket()\ntry:\n  s.connect(('127.0.0.19', {}))\n  print('ok')\nexcept OSError as e:\n  print(errno.errorcode.get(e.errno, e))\"",
+        PORT + 1
+    );
+    for (daemon, want) in [(&denying, "EPERM"), (&allowing, "ok"), (&denying, "EPERM")] {
+        let out = daemon.run_session("side", &script);
+        assert!(out.status.success(), "{}", out.stderr);
+        assert_eq!(out.stdout.trim(), want, "{}", daemon.stderr());
+    }
+}
