@@ -112,6 +112,12 @@ fn a_running_daemon_with_kernel_hooks_passes_every_check() {
         answers.contains("answers at") && answers.contains("you administer it"),
         "{answers}"
     );
+    // What the transparent proxy reads, and what it passes unread.
+    assert!(
+        answers.contains("network: TLS to an LLM provider's name (any port)")
+            && answers.contains("spliced unread (kernel.other_traffic: splice)"),
+        "{answers}"
+    );
     assert!(
         detail(&r, "bpf").starts_with("agentshd (pid "),
         "{}",

@@ -72,6 +72,12 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
     let script = with_hosts(dir.path(), "127.0.0.5", &["api.anthropic.com"], &script);
     let out = daemon.run_session("transparent", &script);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("agentshctl: network: TLS to an LLM provider's name"),
+        "{}",
+        out.stderr
+    );
     let answers = steps(&out.stdout);
     assert_eq!(answers.len(), 2, "{}", out.stdout);
     for answer in &answers {
@@ -173,6 +179,46 @@ fn the_provider_reached_on_another_port_or_by_address_is_judged() {
         "--json",
     ]);
     assert_eq!(events.len(), 2, "{events:#?}");
+}
+
+/// A client that trusts only its own roots (or pins the server's certificate) refuses the
+/// session's certificate: its connection is closed unread, and the trail names the program.
+#[test]
+fn a_client_that_refuses_the_session_certificate_is_named() {
+    if !can_load_hooks("transparent_pinning_client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "upstream");
+    let cert = ca.issue(dir.path(), "anthropic", &["api.anthropic.com"]);
+    let _upstream = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.7", 443);
+    let daemon = daemon(dir.path(), &ca, "127.0.0.7", "");
+    let pinned = format!(
+        "python3 -c \"import ssl, socket\nctx = ssl.create_default_context(cafile='{}')\ntry:\n  ctx.wrap_socket(socket.create_connection(('api.anthropic.com', 443)), server_hostname='api.anthropic.com')\n  print('connected')\nexcept ssl.SSLError as e:\n  print('refused')\"",
+        ca.pem.display()
+    );
+    let script = with_hosts(dir.path(), "127.0.0.7", &["api.anthropic.com"], &pinned);
+    let out = daemon.run_session("pinning", &script);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "refused", "{}", out.stderr);
+    let session = daemon.session_id("pinning");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let events = daemon.json_lines(&["mcp", "events", "--session", &session, "--json"]);
+        if let Some(event) = events.iter().find(|e| e["rule"] == "tls_untrusted") {
+            assert_eq!(event["details"]["program"], "python3", "{event}");
+            assert!(
+                event["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("python3 (pid "),
+                "{event}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{events:#?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// `python3 -c` that connects to `addr` (after `go` exists, when given) and prints `ok`, or

@@ -156,6 +156,10 @@ pub struct Hello {
     /// What the daemon cannot do here (unprivileged, no cgroup2...), in plain words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limitations: Vec<String>,
+    /// With kernel enforcement: what the transparent proxy opens and judges, and what it
+    /// passes unread, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 // --- verdicts (interception points) ----------------------------------------------------------
@@ -270,6 +274,9 @@ pub struct SessionCreated {
     /// agent does not have, network servers the policy does not declare.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// As in [`Hello::traffic`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 /// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,

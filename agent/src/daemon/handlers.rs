@@ -157,6 +157,7 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             role: peer.role,
             session: peer.session.clone(),
             limitations: daemon.limitations.clone(),
+            traffic: daemon.traffic.get().cloned(),
         }),
         ops::SERVER_SETUP => {
             let a: ServerSetupArgs = args(raw)?;
@@ -567,6 +568,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         proxy: daemon.proxy.get().cloned(),
         trust_bundle,
         warnings,
+        traffic: daemon.traffic.get().cloned(),
     })
 }
 

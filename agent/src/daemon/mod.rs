@@ -58,6 +58,8 @@ pub struct Daemon {
     pub trust: OnceLock<Arc<Trust>>,
     /// The kernel programs, when they enforce.
     pub enforcement: OnceLock<Arc<Enforcement>>,
+    /// What the transparent proxy reads and what it passes unread, once it runs.
+    pub traffic: OnceLock<String>,
     /// Told the id of each session that ends (the transparent proxy forgets its state).
     pub on_session_end: OnceLock<SessionEndHook>,
     pub on_session_start: OnceLock<SessionStartHook>,
@@ -86,6 +88,7 @@ impl Daemon {
             proxy: OnceLock::new(),
             trust: OnceLock::new(),
             enforcement: OnceLock::new(),
+            traffic: OnceLock::new(),
             on_session_end: OnceLock::new(),
             on_session_start: OnceLock::new(),
             instance: crate::session::new_id(),

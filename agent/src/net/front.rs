@@ -459,11 +459,33 @@ impl Front {
         };
         match tls::terminate(stream, &ca, hello, destination.ip()).await {
             Ok(client) => Some((client, name)),
-            Err(err) => {
-                // Mostly an agent that does not trust the session CA (its own bundle).
+            Err(err) if !err.to_string().contains("alert") => {
                 eprintln!(
                     "agentshd: transparent proxy: pid {} to {name}: {err}",
                     original.pid
+                );
+                None
+            }
+            Err(err) => {
+                // The client refused our certificate with an alert: it does not trust the
+                // session CA (its own bundle, or a pinned certificate). Its traffic is not let
+                // through unread: said by name.
+                let program = program_of(original.pid);
+                let reason = format!(
+                    "{program} (pid {}) refused the session's certificate for {name}: it trusts its own roots or pins the server's certificate, so its connection to {destination} was closed unread ({err})",
+                    original.pid
+                );
+                eprintln!("agentshd: transparent proxy: {reason}");
+                self.daemon.engine.record(
+                    session,
+                    Event::new(EventKind::McpNetworkConnection, "", Action::Block, reason)
+                        .rule("tls_untrusted")
+                        .details(json!({
+                            "pid": original.pid,
+                            "program": program,
+                            "address": destination.to_string(),
+                            "server_name": hello.server_name,
+                        })),
                 );
                 None
             }
@@ -646,6 +668,13 @@ async fn splice(mut client: TcpStream, destination: SocketAddr, upstream: Option
     };
     let _ = upstream.set_nodelay(true);
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// The program a process runs, by the name it was started as (`?` when it is gone).
+fn program_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned())
 }
 
 /// Who spoke first on a connection.

@@ -145,12 +145,28 @@ pub fn start(
     enforcement.plan_denials(denial_planner(config, &front), &daemon.engine)?;
     let attached = enforcement.with(|programs| programs.attach_pinned(&parent_dir))?;
     super::self_test::run(&front, enforcement, &parent_dir, &interception)?;
+    let _ = daemon
+        .traffic
+        .set(traffic_words(config.kernel.other_traffic));
     Ok(Transparent {
         front,
         attached: attached.to_string(),
         listening,
         notes,
     })
+}
+
+/// What the transparent proxy opens and what it passes unread, for agentshctl and doctor.
+pub fn traffic_words(other: crate::config::OtherTraffic) -> String {
+    let read = "TLS to an LLM provider's name (any port) or address (any name), to a declared MCP server's name or address, and TLS that names no host are opened and judged";
+    match other {
+        crate::config::OtherTraffic::Splice => format!(
+            "{read}; spliced unread (kernel.other_traffic: splice): TLS that names another host at another address, plain traffic to undeclared servers, and protocols where the server speaks first"
+        ),
+        crate::config::OtherTraffic::Refuse => {
+            format!("{read}; everything else is refused (kernel.other_traffic: refuse)")
+        }
+    }
 }
 
 /// `kernel.deny` for every session; for each session, the addresses of the declared network

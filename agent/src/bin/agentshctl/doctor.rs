@@ -753,11 +753,14 @@ fn answers(socket: &Path, hello: &Hello, pid: Option<u32>) -> Check {
             hello.session.as_deref().unwrap_or("?")
         ),
     };
-    let detail = format!(
+    let mut detail = format!(
         "{} answers at {} (socket {mode:04o} {owner}{pid}); {you}",
         hello.daemon,
         socket.display()
     );
+    if let Some(traffic) = &hello.traffic {
+        detail.push_str(&format!("; network: {traffic}"));
+    }
     let ours = format!("agentshd {}", env!("CARGO_PKG_VERSION"));
     let mut problems = Vec::new();
     let mut fixes = Vec::new();

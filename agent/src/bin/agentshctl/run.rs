@@ -185,6 +185,9 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
     // Only with kernel enforcement does the daemon hand out a CA bundle: without it nothing
     // redirects the agent's connections, and its SDKs are pointed at the LLM proxy.
     let explicit = args.no_kernel || created.trust_bundle.is_none();
+    if let (false, Some(traffic)) = (explicit, &created.traffic) {
+        eprintln!("agentshctl: network: {traffic}");
+    }
     if !args.no_kernel && explicit {
         eprintln!(
             "agentshctl: agentshd has no kernel enforcement: {}",
