@@ -47,6 +47,13 @@ const TLS_PORT: u16 = 8443;
 /// A plain listener on both addresses for the connect() measurement (the upstream's runtime
 /// runs it); agentshd splices redirected connections to it (the port is no provider's).
 const SINK_PORT: u16 = 7000;
+/// Plain services on ports no provider or declared server uses, on both addresses: one where
+/// the server speaks first (a banner, then echo), one where the client does (echo). Through
+/// agentshd the first side to speak decides what the connection is.
+const BANNER_PORT: u16 = 7001;
+const ECHO_PORT: u16 = 7002;
+const FIRST_BYTE_ROUNDS: usize = 5;
+const FIRST_BYTES_PER_ROUND: usize = 200;
 
 const CONNECT_ROUNDS: usize = 10;
 const CONNECTS_PER_ROUND: usize = 300;
@@ -476,6 +483,9 @@ struct Results {
     rate: [f64; 3],
     /// Full handshakes per second, `HANDSHAKE_CLIENTS` at once, per path.
     handshakes: [f64; 3],
+    /// Connect to first byte on a port no target uses: server first (direct, agentshd), client
+    /// first (direct, agentshd).
+    first_byte: [Vec<Duration>; 4],
 }
 
 fn measure(session: &mut Session) -> Result<Results> {
@@ -521,12 +531,31 @@ fn measure(session: &mut Session) -> Result<Results> {
             "clients": HANDSHAKE_CLIENTS, "seconds": RATE_SECONDS}))?;
         handshakes[i] = reply["count"].as_f64().unwrap_or(0.0) / seconds(&reply)?;
     }
+    eprintln!("transparent_bench: first byte on other ports");
+    let mut first_byte: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..FIRST_BYTE_ROUNDS {
+        for (i, (ip, port, client_first)) in [
+            (DIRECT, BANNER_PORT, false),
+            (INTERCEPTED, BANNER_PORT, false),
+            (DIRECT, ECHO_PORT, true),
+            (INTERCEPTED, ECHO_PORT, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let reply = session.ask(json!({"command": "first_byte",
+                "addr": SocketAddr::from((ip, port)).to_string(),
+                "client_first": client_first, "n": FIRST_BYTES_PER_ROUND}))?;
+            first_byte[i].extend(durations(&reply["ns"])?);
+        }
+    }
     Ok(Results {
         connect,
         latency,
         bulk,
         rate,
         handshakes,
+        first_byte,
     })
 }
 
@@ -631,6 +660,29 @@ fn print_report(results: &Results, mitm_version: &str, store_bodies: bool) {
         rate[2],
         rate[1] / rate[2]
     );
+    println!();
+    println!(
+        "Connect to first byte on a port no provider or declared server uses, µs ({} each)",
+        FIRST_BYTE_ROUNDS * FIRST_BYTES_PER_ROUND
+    );
+    println!("                                           p50      p99     max");
+    let first = results.first_byte.each_ref().map(|s| stats(s));
+    for (label, s) in [
+        "server speaks first, direct",
+        "server speaks first, agentshd (spliced)",
+        "client speaks first, direct",
+        "client speaks first, agentshd (read)",
+    ]
+    .iter()
+    .zip(&first)
+    {
+        println!("  {label:<38} {}", row(s));
+    }
+    println!(
+        "  added at p50: server first {:+.0} µs, client first {:+.0} µs (the first side to speak decides)",
+        first[1].p50 - first[0].p50,
+        first[3].p50 - first[2].p50
+    );
     let hs = results.handshakes;
     println!(
         "  handshakes/s, {HANDSHAKE_CLIENTS} clients, warm cache    {:>8.0}  {:>10.0}  {:>10.0}   {:>6.1}x",
@@ -639,6 +691,28 @@ fn print_report(results: &Results, mitm_version: &str, store_bodies: bool) {
         hs[2],
         hs[1] / hs[2]
     );
+}
+
+/// Connect, say something when the client speaks first, and wait for the first byte back.
+fn first_byte_samples(addr: SocketAddr, client_first: bool, n: usize) -> Result<Vec<Duration>> {
+    use std::io::Read;
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let mut stream = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(READ_TIMEOUT))?;
+            if client_first {
+                stream.write_all(b"ping\n")?;
+            }
+            let mut byte = [0u8; 1];
+            ensure!(
+                stream.read(&mut byte)? == 1,
+                "{addr}: closed before its first byte"
+            );
+            Ok(start.elapsed())
+        })
+        .collect()
 }
 
 fn row(s: &Stats) -> String {
@@ -667,7 +741,8 @@ mod upstream {
     use tokio::io::AsyncReadExt;
 
     use super::{
-        BULK_CHUNK, DIRECT, INTERCEPTED, Pki, SINK_PORT, TLS_PORT, bulk_answer, small_answer,
+        BANNER_PORT, BULK_CHUNK, DIRECT, ECHO_PORT, INTERCEPTED, Pki, SINK_PORT, TLS_PORT,
+        bulk_answer, small_answer,
     };
 
     struct Answers {
@@ -723,10 +798,16 @@ mod upstream {
             .enable_all()
             .build()?;
         for ip in [INTERCEPTED, DIRECT] {
-            let sink = runtime
+            let drained = runtime
                 .block_on(async { sink(SocketAddr::from((ip, SINK_PORT))) })
                 .with_context(|| format!("bind {ip}:{SINK_PORT} (a previous run still up?)"))?;
-            runtime.spawn(drain(sink));
+            runtime.spawn(drain(drained));
+            for (port, banner) in [(BANNER_PORT, true), (ECHO_PORT, false)] {
+                let listener = runtime
+                    .block_on(async { sink(SocketAddr::from((ip, port))) })
+                    .with_context(|| format!("bind {ip}:{port} (a previous run still up?)"))?;
+                runtime.spawn(echo(listener, banner));
+            }
         }
         std::thread::spawn(move || {
             runtime.block_on(async move {
@@ -756,6 +837,29 @@ mod upstream {
         socket.set_reuseaddr(true)?;
         socket.bind(addr)?;
         socket.listen(4096)
+    }
+
+    /// Echoes what each connection says, after a banner when `banner` (a server that speaks
+    /// first, as SMTP or a database does).
+    async fn echo(listener: tokio::net::TcpListener, banner: bool) {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                if banner && tcp.write_all(b"220 bench\r\n").await.is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 || tcp.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
     }
 
     /// Accepts connections and holds each until its peer goes, so the peer closes first.
@@ -849,7 +953,7 @@ mod client {
 
     use super::{
         DIRECT, HOST, INTERCEPTED, READ_TIMEOUT, TLS_PORT, WARMUP, Way, bulk_answer,
-        connect_samples, read_response, small_answer,
+        connect_samples, first_byte_samples, read_response, small_answer,
     };
     use crate::support::http::Response;
 
@@ -938,6 +1042,16 @@ mod client {
                         .parse()
                         .context("addr")?;
                     let samples = connect_samples(addr, number("n")?)?;
+                    Ok(json!({"ns": nanos(&samples)}))
+                }
+                "first_byte" => {
+                    let addr: SocketAddr = command["addr"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .parse()
+                        .context("addr")?;
+                    let client_first = command["client_first"].as_bool().unwrap_or(false);
+                    let samples = first_byte_samples(addr, client_first, number("n")?)?;
                     Ok(json!({"ns": nanos(&samples)}))
                 }
                 "latency" => self.latency(number("n")?),
