@@ -660,6 +660,14 @@ fn print_report(results: &Results, mitm_version: &str, store_bodies: bool) {
         rate[2],
         rate[1] / rate[2]
     );
+    let hs = results.handshakes;
+    println!(
+        "  handshakes/s, {HANDSHAKE_CLIENTS} clients, warm cache    {:>8.0}  {:>10.0}  {:>10.0}   {:>6.1}x",
+        hs[0],
+        hs[1],
+        hs[2],
+        hs[1] / hs[2]
+    );
     println!();
     println!(
         "Connect to first byte on a port no provider or declared server uses, µs ({} each)",
@@ -682,14 +690,6 @@ fn print_report(results: &Results, mitm_version: &str, store_bodies: bool) {
         "  added at p50: server first {:+.0} µs, client first {:+.0} µs (the first side to speak decides)",
         first[1].p50 - first[0].p50,
         first[3].p50 - first[2].p50
-    );
-    let hs = results.handshakes;
-    println!(
-        "  handshakes/s, {HANDSHAKE_CLIENTS} clients, warm cache    {:>8.0}  {:>10.0}  {:>10.0}   {:>6.1}x",
-        hs[0],
-        hs[1],
-        hs[2],
-        hs[1] / hs[2]
     );
 }
 

@@ -221,6 +221,48 @@ fn a_client_that_refuses_the_session_certificate_is_named() {
     }
 }
 
+/// On a port no provider or declared server uses, a server that speaks first (SMTP, a
+/// database) is spliced as soon as it speaks (the client's read gives up in 5 s, well before
+/// a wait for a ClientHello would end), and its answer reaches the server; a client that speaks first there is read before it is spliced.
+#[test]
+fn server_first_and_client_first_protocols_on_other_ports_pass() {
+    if !can_load_hooks("transparent_server_first") {
+        return;
+    }
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "upstream");
+    let banner = std::net::TcpListener::bind("127.0.0.8:2525").unwrap();
+    let echo = std::net::TcpListener::bind("127.0.0.8:2526").unwrap();
+    std::thread::spawn(move || {
+        for mut peer in banner.incoming().flatten() {
+            let _ = peer.write_all(b"220 ready\r\n");
+            let mut buf = [0u8; 64];
+            if let Ok(n) = peer.read(&mut buf) {
+                let _ = peer.write_all(&buf[..n]);
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for mut peer in echo.incoming().flatten() {
+            let mut buf = [0u8; 64];
+            if let Ok(n) = peer.read(&mut buf) {
+                let _ = peer.write_all(&buf[..n]);
+            }
+        }
+    });
+    let daemon = daemon(dir.path(), &ca, "127.0.0.8", "");
+    let script = "python3 -c \"import socket\ns = socket.create_connection(('127.0.0.8', 2525))\ns.settimeout(5)\nbanner = s.recv(64)\ns.sendall(b'HELO x')\nprint(banner.decode().strip(), s.recv(64).decode())\ne = socket.create_connection(('127.0.0.8', 2526))\ne.settimeout(5)\ne.sendall(b'ping')\nprint(e.recv(64).decode())\"";
+    let out = daemon.run_session("other-ports", script);
+    assert!(out.status.success(), "{}\n{}", out.stderr, daemon.stderr());
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["220 ready HELO x", "ping"],
+        "{}",
+        daemon.stderr()
+    );
+}
+
 /// `python3 -c` that connects to `addr` (after `go` exists, when given) and prints `ok`, or
 /// the errno's name.
 fn connect_script(addr: &str, go: Option<&Path>) -> String {

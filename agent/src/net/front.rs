@@ -24,7 +24,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use url::Url;
@@ -691,32 +691,34 @@ enum Speaker {
 /// long as it takes: no timeout a client could wait out to be taken for a server-first
 /// protocol.
 async fn first_speaker(client: &TcpStream, destination: SocketAddr) -> Speaker {
+    // `peek` waits for bytes (a fresh socket's readiness alone says nothing); 0 is the end.
+    let mut one = [0u8; 1];
     let upstream = tokio::select! {
         connected = TcpStream::connect(destination) => connected.ok(),
         // A client that speaks before its destination answers the connect: read it.
-        ready = client.ready(Interest::READABLE) => {
-            return match ready {
-                Ok(r) if r.is_read_closed() && !r.is_readable() => Speaker::Gone,
+        peeked = client.peek(&mut one) => {
+            return match peeked {
+                Ok(0) | Err(_) => Speaker::Gone,
                 Ok(_) => Speaker::Client(None),
-                Err(_) => Speaker::Gone,
             };
         }
     };
     let Some(upstream) = upstream else {
-        // Nothing listens there: what the client says may still be worth reading (an API
-        // reached through a port only it knows is not, but the classification decides).
+        // Nothing listens there: what the client says may still be worth reading.
         return Speaker::Client(None);
     };
     let _ = upstream.set_nodelay(true);
+    let mut theirs = [0u8; 1];
     tokio::select! {
         biased;
-        ready = client.ready(Interest::READABLE) => match ready {
+        peeked = client.peek(&mut one) => match peeked {
+            Ok(0) | Err(_) => Speaker::Gone,
             Ok(_) => Speaker::Client(Some(upstream)),
-            Err(_) => Speaker::Gone,
         },
-        ready = upstream.ready(Interest::READABLE) => match ready {
-            Ok(_) => Speaker::Server(upstream),
-            Err(_) => Speaker::Client(None),
+        peeked = upstream.peek(&mut theirs) => match peeked {
+            Ok(n) if n > 0 => Speaker::Server(upstream),
+            // The destination closed without a word: the client's bytes decide.
+            Ok(_) | Err(_) => Speaker::Client(None),
         },
     }
 }
