@@ -4,7 +4,7 @@ CARGO ?= cargo
 STATE_DIR ?= $(CURDIR)/.state
 POLICY ?= $(CURDIR)/policies/default.yaml
 
-.PHONY: setup build run test lint unit bench detector-score packages clean
+.PHONY: setup build run test lint unit fuzz fuzz-smoke bench detector-score packages clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,17 @@ unit:
 	@bash scripts/setup.sh --tests
 	$(CARGO) build
 	$(CARGO) test --all-targets
+	bash scripts/fuzz.sh smoke
+
+# Every fuzz target for a few seconds (run by `make unit` too); `make fuzz` for ten minutes
+# each. See docs/fuzzing.md.
+fuzz-smoke:
+	@bash scripts/setup.sh --tests
+	bash scripts/fuzz.sh smoke
+
+fuzz:
+	@bash scripts/setup.sh --tests
+	bash scripts/fuzz.sh long
 
 # Everything CI runs: formatting, lints, unit and end-to-end tests.
 test: lint unit

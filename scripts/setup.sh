@@ -127,6 +127,9 @@ if [ "${1:-}" = --tests ]; then
   command -v cargo-generate-rpm >/dev/null ||
     { say "cargo install cargo-generate-rpm"; cargo install --locked cargo-generate-rpm; }
   command -v rpm >/dev/null || apt_install rpm
+  # cargo-fuzz runs the fuzz targets (scripts/fuzz.sh, on the nightly toolchain above).
+  cargo +nightly fuzz --version >/dev/null 2>&1 ||
+    { say "cargo install cargo-fuzz"; cargo install --locked cargo-fuzz; }
   root_tar=/var/cache/agentsh/bookworm-minbase-ca.tar
   if [ "$(id -u)" -eq 0 ] && [ ! -f "$root_tar" ]; then
     apt_install debootstrap

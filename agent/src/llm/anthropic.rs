@@ -50,8 +50,11 @@ pub fn rewrite_body(body: &[u8], judge: &mut dyn Judge) -> Result<Option<Vec<u8>
     let message: MessageBody = serde_json::from_slice(body).map_err(body_error)?;
     match message.kind {
         Some(BodyKind::Message) => {}
-        // An API error carries no call: the agent gets it as it is.
-        Some(BodyKind::Error) => return Ok(None),
+        // An API error carries no call: the agent gets it as it is. One with content anyway
+        // is judged like a message: the SDKs do not read `type`, and a client would run its
+        // calls.
+        Some(BodyKind::Error) if message.content.is_none() => return Ok(None),
+        Some(BodyKind::Error) => {}
         Some(BodyKind::Other) | None => {
             return Err(unexpected("its type is not \"message\""));
         }
@@ -384,6 +387,15 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
     let data: EventData =
         serde_json::from_str(event.data()).map_err(|err| Break::Unreadable(err.to_string()))?;
     let kind = event_kind(event.name(), data.kind)?;
+    // The SDKs act only on events whose name they know, by their data's type; other clients
+    // by the type alone. An event that carries a call's name or input must be read alike by
+    // both: a call's input pieces that only one of them reads would be two different calls.
+    let named_and_typed = event.name().is_some() && data.kind.is_some();
+    let one_reading = |what: &str| {
+        Break::Unreadable(format!(
+            "{what} without both an event name and a type: clients would read the call differently"
+        ))
+    };
     let index = || data.index.ok_or_else(|| missing(kind, "index"));
     Ok(match kind {
         EventKind::Ping | EventKind::Unknown => Upstream::Inert,
@@ -407,6 +419,9 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
             let tool = block
                 .into_tool_use()
                 .map_err(|why| Break::Unreadable(why.to_owned()))?;
+            if tool.is_some() && !named_and_typed {
+                return Err(one_reading("a tool_use block's start"));
+            }
             Upstream::BlockStart { index, tool }
         }
         EventKind::ContentBlockDelta => {
@@ -414,6 +429,9 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
             let delta = data.delta.ok_or_else(|| missing(kind, "delta"))?;
             let partial_json =
                 (delta.kind == Some(DeltaKind::InputJsonDelta)).then_some(delta.partial_json);
+            if partial_json.is_some() && !named_and_typed {
+                return Err(one_reading("an input_json_delta"));
+            }
             Upstream::BlockDelta {
                 index,
                 partial_json,
@@ -2015,6 +2033,32 @@ data: {"type":"message_stop"}
                 "data that is not JSON",
                 TEXT_THEN_TOOL.replace("data: {\"type\": \"ping\"}", "data: {\"type\": \"ping\""),
             ),
+            // Found by fuzzing (llm_anthropic): an input piece that the SDKs (which act on
+            // named events, by their type) and type-only clients do not both read made the
+            // judged input differ from the one a client assembles.
+            (
+                "an input piece without a type",
+                TEXT_THEN_TOOL.replacen(
+                    "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"",
+                    "data: {\"index\":1,\"delta\":{\"type\":\"input_json_delta\"",
+                    1,
+                ),
+            ),
+            (
+                "an input piece without an event name",
+                TEXT_THEN_TOOL.replacen(
+                    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"",
+                    "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"",
+                    1,
+                ),
+            ),
+            (
+                "a tool start without a type",
+                TEXT_THEN_TOOL.replace(
+                    "data: {\"type\":\"content_block_start\",\"index\":1",
+                    "data: {\"index\":1",
+                ),
+            ),
             (
                 "message_delta while the call is held",
                 TEXT_THEN_TOOL.replace(
@@ -2198,6 +2242,18 @@ data: {"type":"message_stop"}
     fn buffered_an_api_error_passes() {
         let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}"#;
         assert_eq!(rewrite(body, &["Bash"]).0, None);
+    }
+
+    #[test]
+    fn buffered_an_error_with_content_is_judged() {
+        // Found by fuzzing (llm_anthropic): a body typed `error` passed unjudged with its
+        // tool_use blocks, which a client reading `content` would run.
+        let body = r#"{"id":"msg_1","type":"error","role":"assistant","content":[{"type":"tool_use","id":"toolu_0","name":"Bash","input":{}}],"stop_reason":"tool_use"}"#;
+        let (out, calls) = rewrite(body, &["Bash"]);
+        assert_eq!(calls.len(), 1);
+        let out = out.expect("the blocked call is replaced");
+        assert!(out.contains(&blocked_text("Bash", DENIED)), "{out}");
+        assert!(out.contains(r#""stop_reason":"end_turn""#), "{out}");
     }
 
     #[test]

@@ -73,7 +73,10 @@ pub fn rewrite_body(body: &[u8], judge: &mut dyn Judge) -> Result<Option<Vec<u8>
     let mut calls = 0;
     let rewritten = match &mut response {
         Value::Object(chunk) => {
-            if chunk.contains_key("error") && !chunk.contains_key("candidates") {
+            if chunk.contains_key("error")
+                && !chunk.contains_key("candidates")
+                && !chunk.contains_key("response")
+            {
                 return Ok(None);
             }
             judge_chunk(chunk, judge, &mut calls).map_err(unexpected)?
@@ -223,6 +226,11 @@ fn judge_chunk(
 /// The response a chunk carries: itself, or Code Assist's `response` inside it.
 fn unwrapped(chunk: &mut Map<String, Value>) -> Result<&mut Map<String, Value>, String> {
     if chunk.contains_key("candidates") {
+        // Code Assist's clients read the wrapped response, the others the top: a chunk with
+        // both has no single reading.
+        if chunk.contains_key("response") {
+            return Err("it has candidates and a wrapped response".to_owned());
+        }
         return Ok(chunk);
     }
     match chunk.get("response") {
@@ -249,6 +257,21 @@ fn read_call(part: &Value, response_id: &str, calls: &mut u32) -> Option<ToolCal
         .or_else(|| part.get("function_call"))?;
     *calls += 1;
     let fallback_id = || format!("{response_id}#{}", *calls);
+    // Clients read either spelling: a part with both has no single reading.
+    if part.contains_key("functionCall") && part.contains_key("function_call") {
+        return Some(ToolCall {
+            id: fallback_id(),
+            name: call
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            namespace: None,
+            arguments: Arguments::Unreadable(
+                "the part has both functionCall and function_call".to_owned(),
+            ),
+        });
+    }
     let Some(fields) = call.as_object() else {
         return Some(ToolCall {
             id: fallback_id(),

@@ -111,6 +111,11 @@ impl Reader {
                 (State::BeforeElement | State::AfterElement, b']') => State::Done,
                 (State::AfterElement, b',') => State::BeforeElement,
                 _ => {
+                    // What came before the byte goes out as it would had the byte come in a
+                    // later push: the output does not depend on how the stream was split.
+                    if between_start < i {
+                        out.push(Piece::Between(bytes[between_start..i].to_vec()));
+                    }
                     return Err(ArrayError::Unexpected {
                         found: char::from(byte),
                         at,
@@ -262,6 +267,22 @@ mod tests {
             reader.push(b"[{\"a\":\"\xff\"}]", &mut Vec::new()),
             Err(ArrayError::NotUtf8)
         ));
+    }
+
+    #[test]
+    fn the_bytes_before_an_unexpected_one_come_out_however_split() {
+        // Found by fuzzing (sse_reader, llm_gemini): whole, the space before the bad byte was
+        // kept back; split before the bad byte, it went out.
+        let bytes = b" \x8d[]";
+        for at in 0..=bytes.len() {
+            let mut reader = Reader::new(64);
+            let mut out = Vec::new();
+            let read = reader
+                .push(&bytes[..at], &mut out)
+                .and_then(|()| reader.push(&bytes[at..], &mut out));
+            assert!(matches!(read, Err(ArrayError::Unexpected { at: 1, .. })));
+            assert_eq!(joined(&out), b" ", "split at {at}");
+        }
     }
 
     #[test]

@@ -1971,9 +1971,12 @@ fn urls_in_word(text: &str) -> Vec<String> {
     let mut from = 0;
     while let Some(found) = lower[from..].find("://") {
         let at = from + found;
+        // After the last character that cannot be in a scheme (it may be several bytes long).
         let start = lower[..at]
-            .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '+' && c != '-' && c != '.')
-            .map_or(0, |n| n + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !c.is_ascii_alphanumeric() && c != '+' && c != '-' && c != '.')
+            .map_or(0, |(n, c)| n + c.len_utf8());
         let scheme = &lower[start..at];
         let end = text[at..]
             .find(|c: char| c.is_whitespace() || "'\"<>`|;)(".contains(c))

@@ -11,6 +11,25 @@ fn has(list: &[String], item: &str) -> bool {
 }
 
 /// Downloads run by a shell, however they are written.
+/// Found by fuzzing (native_shell): a multi-byte character just before `://` made the scheme's
+/// start fall inside it, and the analyzer panicked.
+#[test]
+fn a_multibyte_character_before_a_scheme_is_read() {
+    for command in [
+        "echo é://x",
+        "curl \"é\"s://x.example/a",
+        "curl éhttps://x.example/",
+    ] {
+        let _ = read(command);
+    }
+    let view = read("curl éhttps://x.example/");
+    assert!(
+        view.urls.iter().any(|u| u.starts_with("https://x.example")),
+        "{:?}",
+        view.urls
+    );
+}
+
 #[test]
 fn downloads_into_a_shell() {
     for command in [

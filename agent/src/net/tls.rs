@@ -103,8 +103,9 @@ async fn peek_hello_now(stream: &TcpStream) -> Result<Hello, TlsError> {
     }
 }
 
-/// The hello in `bytes`, or None while it is incomplete.
-fn read_hello(bytes: &[u8]) -> Result<Option<Hello>, TlsError> {
+/// The hello in `bytes`, or None while it is incomplete. Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn read_hello(bytes: &[u8]) -> Result<Option<Hello>, TlsError> {
     let mut acceptor = Acceptor::default();
     let mut rest = bytes;
     while !rest.is_empty() {

@@ -281,6 +281,11 @@ fn unreadable_calls_are_blocked() {
             r#"{"function_call":{"name":"x","args":"{}"}}"#,
             "JSON string",
         ),
+        // Found by fuzzing (llm_gemini): both spellings, one judged, the other passed.
+        (
+            r#"{"functionCall":{"name":"x","args":{}},"function_call":{"name":"y","args":{}}}"#,
+            "both functionCall and function_call",
+        ),
     ];
     for (part, why) in cases {
         let body = format!(
@@ -412,4 +417,31 @@ fn code_assist_wraps_the_response() {
     );
     let mut judge = TestJudge::allowing();
     assert!(rewrite_body(br#"{"response":"x"}"#, &mut judge).is_err());
+
+    // Found by fuzzing (llm_gemini): Code Assist's clients read the wrapped response, so a
+    // chunk with candidates beside it, or an error beside it, must not pass it unjudged.
+    let call = r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{}}}]}}]}"#;
+    let mut judge = TestJudge::blocking(&["run_shell_command"]);
+    let both = format!(r#"{{"candidates":[],"response":{call}}}"#);
+    assert!(rewrite_body(both.as_bytes(), &mut judge).is_err());
+    let run = same_at_every_split(
+        sse,
+        &format!(
+            "data: {both}
+
+"
+        ),
+        &["run_shell_command"],
+    );
+    assert!(run.broken);
+    assert!(!String::from_utf8(run.out).unwrap().contains("functionCall"));
+    let error = format!(r#"{{"error":{{"code":500}},"response":{call}}}"#);
+    let rewritten = rewrite_body(error.as_bytes(), &mut judge)
+        .unwrap()
+        .expect("the wrapped call is judged");
+    assert!(
+        String::from_utf8(rewritten)
+            .unwrap()
+            .contains("blocked by policy")
+    );
 }
