@@ -45,6 +45,28 @@ impl std::fmt::Display for Exceeded {
     }
 }
 
+impl Exceeded {
+    /// The `limit_reached` event that reports this episode: `{limit, cap}` and `extra`'s fields
+    /// as its details.
+    pub fn event(
+        &self,
+        server: &str,
+        rule: &str,
+        reason: String,
+        extra: serde_json::Value,
+    ) -> crate::audit::Event {
+        use crate::audit::{Action, Event, EventKind};
+        let mut details = serde_json::json!({"limit": self.budget, "cap": self.cap});
+        if let (Some(details), serde_json::Value::Object(extra)) = (details.as_object_mut(), extra)
+        {
+            details.extend(extra);
+        }
+        Event::new(EventKind::LimitReached, server, Action::Block, reason)
+            .rule(rule)
+            .details(details)
+    }
+}
+
 impl Budget {
     /// `name` says what is counted, in the words of the events that report it.
     pub fn new(name: &'static str, cap: u64) -> Self {

@@ -35,6 +35,15 @@ fn python_session(daemon: &Daemon, name: &str, script: &str, args: &[&str]) -> s
     cmd.spawn().expect("start agentshctl run")
 }
 
+/// Waits (bounded) until a hogging session has made `ready`: it holds what it could take.
+fn wait_until_ready(ready: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the hog never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn finish(child: std::process::Child, what: &str) -> (String, String) {
     let out = child.wait_with_output().expect("wait for the session");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -184,11 +193,7 @@ fn one_session_cannot_starve_the_control_socket() {
         HOG,
         &[ready.to_str().unwrap(), done.to_str().unwrap()],
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the hog never got ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_ready(&ready);
     let rss = rss_kib(daemon.pid());
     let other = python_session(&daemon, "calm", HELLO, &[]);
     let (during, _) = finish(other, "the other session");
@@ -555,11 +560,7 @@ fn one_session_cannot_starve_the_transparent_proxy() {
             done.to_str().unwrap(),
         ],
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the hog never got ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_ready(&ready);
     let calm = python_session(&daemon, "calm", ECHO_ROUND_TRIPS, &[host, &port_arg]);
     let (during, _) = finish(calm, "the other session");
     std::fs::write(&done, "").unwrap();
@@ -646,11 +647,7 @@ fn one_session_cannot_take_the_llm_proxys_memory() {
         HOLD_REQUESTS,
         &[host, port, ready.to_str().unwrap(), done.to_str().unwrap()],
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the hog never got ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_ready(&ready);
     let rss = rss_kib(daemon.pid());
     let call = agentsh_tests::llm::sdk_command(&format!(
         "--api anthropic --base-url http://{proxy}/anthropic --scenario anthropic_tools"

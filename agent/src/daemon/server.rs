@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use super::{Daemon, Peer, handlers};
 use crate::api::protocol::MAX_LINE_BYTES;
-use crate::audit::{Action, Event, EventKind};
 use crate::limits::{Budget, Exceeded, Share};
 
 #[derive(Debug, thiserror::Error)]
@@ -227,19 +226,12 @@ fn report_limit(daemon: &Daemon, peer: &Peer, exceeded: &Exceeded) {
         return;
     }
     let session = daemon.verdict_session(peer.session.as_deref(), &peer.verdict_session, peer.uid);
-    let event = Event::new(
-        EventKind::LimitReached,
+    let event = exceeded.event(
         "",
-        Action::Block,
+        "limit/control",
         format!("{exceeded}: refused until it falls to half"),
-    )
-    .rule("limit/control")
-    .details(serde_json::json!({
-        "limit": exceeded.budget,
-        "cap": exceeded.cap,
-        "pid": peer.pid,
-        "uid": peer.uid,
-    }));
+        serde_json::json!({"pid": peer.pid, "uid": peer.uid}),
+    );
     daemon.engine.record(&session, event);
 }
 

@@ -260,14 +260,12 @@ impl Front {
         let Some(session) = self.session_of(original.session_cgroup).await else {
             return;
         };
-        let event = Event::new(EventKind::LimitReached, "", Action::Block, reason)
-            .rule("limit/transparent")
-            .details(serde_json::json!({
-                "limit": exceeded.budget,
-                "cap": exceeded.cap,
-                "pid": original.pid,
-                "address": original.destination.to_string(),
-            }));
+        let event = exceeded.event(
+            "",
+            "limit/transparent",
+            reason,
+            json!({"pid": original.pid, "address": original.destination.to_string()}),
+        );
         self.daemon.engine.record(&session, event);
     }
 

@@ -330,17 +330,13 @@ impl Proxy {
             for share in &mut shares {
                 if let Err(exceeded) = share.resize(wanted as u64) {
                     if exceeded.first {
-                        record.engine().record(
-                            record.session(),
-                            crate::audit::Event::new(
-                                crate::audit::EventKind::LimitReached,
-                                record.provider.as_str(),
-                                crate::audit::Action::Block,
-                                format!("{exceeded}: requests refused until it falls to half"),
-                            )
-                            .rule("limit/llm_request")
-                            .details(json!({"limit": exceeded.budget, "cap": exceeded.cap})),
+                        let event = exceeded.event(
+                            record.provider.as_str(),
+                            "limit/llm_request",
+                            format!("{exceeded}: requests refused until it falls to half"),
+                            json!({}),
                         );
+                        record.engine().record(record.session(), event);
                     }
                     return Err(Refusal::new(
                         StatusCode::SERVICE_UNAVAILABLE,
