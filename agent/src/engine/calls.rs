@@ -42,6 +42,10 @@ pub(super) enum Stage {
     /// A model asked for it in an LLM response: judged the same way, but nothing is counted
     /// or recorded besides the interception itself; the execution that follows is.
     Intent,
+    /// The provider already made it (a provider-side MCP server's call): judged as an
+    /// execution, and counted in the history and rate limits whatever the verdict, since it
+    /// happened. The caller records what the verdict would have done.
+    Ran,
 }
 
 impl Engine {
@@ -120,7 +124,13 @@ impl Engine {
                 )
             });
         let verdict = audit_only(policy, verdict);
-        if stage == Stage::Execution && !(verdict.decision == Decision::Block && verdict.enforced) {
+        let let_through = !(verdict.decision == Decision::Block && verdict.enforced);
+        let counts = match stage {
+            Stage::Execution => let_through,
+            Stage::Ran => true,
+            Stage::Intent => false,
+        };
+        if counts {
             lock(&session.analysis).history.record_allowed_call(&call);
         }
         (verdict, known)
@@ -190,7 +200,9 @@ impl Engine {
         let findings = {
             let mut analysis = lock(&session.analysis);
             match stage {
-                Stage::Execution => analysis.history.check_call(&policy.cross_server, call),
+                Stage::Execution | Stage::Ran => {
+                    analysis.history.check_call(&policy.cross_server, call)
+                }
                 Stage::Intent => analysis.history.preview_call(&policy.cross_server, call),
             }
         };
@@ -202,7 +214,7 @@ impl Engine {
             if block_it && verdict.is_none() {
                 verdict = Some(block(&rule, finding.reason.clone()));
             }
-            if stage == Stage::Intent {
+            if stage != Stage::Execution {
                 continue;
             }
             let (action, text) = match (block_it, enforced) {
@@ -240,7 +252,7 @@ impl Engine {
         let wait = {
             let mut analysis = lock(&session.analysis);
             match stage {
-                Stage::Execution => analysis.rates.try_acquire(server, limit, now),
+                Stage::Execution | Stage::Ran => analysis.rates.try_acquire(server, limit, now),
                 Stage::Intent => analysis.rates.check(server, limit, now),
             }
         }
@@ -251,7 +263,7 @@ impl Engine {
             limit.burst,
             wait.as_secs_f64()
         );
-        if stage == Stage::Intent {
+        if stage != Stage::Execution {
             return Some(block("rate_limits", reason));
         }
         self.record(

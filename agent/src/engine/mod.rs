@@ -12,6 +12,7 @@ pub mod intercept;
 pub mod listing;
 mod output;
 mod pins;
+pub mod provider;
 mod unseen;
 pub mod verdict;
 

@@ -1068,3 +1068,108 @@ mod host_defaults {
         }
     }
 }
+
+mod provider {
+    use super::*;
+    use crate::audit::Action;
+    use crate::engine::provider::ProviderCall;
+    use crate::llm::{Arguments, Dialect, ToolCall};
+
+    const POLICY: &str = r#"
+sandbox:
+  mcp:
+    denied_tools: [{server: wiki, tool: delete_page}]
+    cross_server:
+      read_then_send: {enabled: true, window_seconds: 300, action: block}
+"#;
+
+    fn call(name: &str, arguments: Arguments) -> ToolCall {
+        ToolCall {
+            id: "mcptoolu_1".into(),
+            name: name.into(),
+            namespace: None,
+            arguments,
+        }
+    }
+
+    fn on<'a>(server: &'a str, call: &'a ToolCall) -> ProviderCall<'a> {
+        ProviderCall {
+            dialect: Dialect::AnthropicMessages,
+            request_id: "req-1",
+            server,
+            label: "docs",
+            named_by_request: true,
+            call,
+        }
+    }
+
+    fn no_arguments() -> Arguments {
+        Arguments::Object(serde_json::Map::new())
+    }
+
+    #[test]
+    fn a_call_the_provider_made_is_the_servers_call_and_an_alert_when_the_policy_blocks_it() {
+        let (engine, events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s"));
+        let asked = call("ask_question", no_arguments());
+        assert!(!engine.provider_call_ran(&s, &on("wiki", &asked)).blocks());
+        let delete = call("delete_page", no_arguments());
+        let verdict = engine.provider_call_ran(&s, &on("wiki", &delete));
+        assert!(
+            verdict.blocks(),
+            "the verdict says what the policy would do"
+        );
+
+        let called = kinds(&events, EventKind::McpToolCalled);
+        let summary: Vec<(&str, Option<&str>, Action)> = called
+            .iter()
+            .map(|e| (e.server.as_str(), e.tool.as_deref(), e.action))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("wiki", Some("ask_question"), Action::Allow),
+                ("wiki", Some("delete_page"), Action::Alert),
+            ]
+        );
+        assert!(called[1].reason.contains("before agentsh saw it"));
+        let details = &called[1].details;
+        assert_eq!(details["origin"], "provider");
+        assert_eq!(details["label"], "docs");
+        assert!(kinds(&events, EventKind::McpToolCallIntercepted).is_empty());
+    }
+
+    #[test]
+    fn a_call_the_provider_made_counts_in_the_history_whatever_its_verdict() {
+        let (engine, _) = engine_with(POLICY, None);
+        let s = engine.session(Some("s"));
+        let read = json!({"name": "read_secret", "description": "Read a file.", "annotations": {"readOnlyHint": true}});
+        let send = json!({"name": "post_message", "description": "Send a message to a Slack channel.", "annotations": {"openWorldHint": true}});
+        engine.tools_listed(&s, "vault", &[read]);
+        engine.tools_listed(&s, "slack", &[send]);
+        let unreadable = call("read_secret", Arguments::Unreadable("cut short".into()));
+        let verdict = engine.provider_call_ran(&s, &on("vault", &unreadable));
+        assert_eq!(verdict.rule, crate::engine::intercept::UNREADABLE_RULE);
+        // It happened: the read counts, and the send after it is refused.
+        let sent = engine.tool_call(&s, "slack", "post_message", None);
+        assert!(sent.blocks());
+        assert_eq!(sent.rule, "cross_server/read_then_send");
+    }
+
+    #[test]
+    fn a_call_waiting_for_approval_is_judged_as_an_intent() {
+        let (engine, events) = engine_with(POLICY, None);
+        let s = engine.session(Some("s"));
+        let delete = call("delete_page", no_arguments());
+        assert!(
+            engine
+                .provider_call_requested(&s, &on("wiki", &delete))
+                .blocks()
+        );
+        let intercepted = kinds(&events, EventKind::McpToolCallIntercepted);
+        assert_eq!(intercepted.len(), 1);
+        assert_eq!(intercepted[0].action, Action::Block);
+        assert_eq!(intercepted[0].server, "wiki");
+        assert!(kinds(&events, EventKind::McpToolCalled).is_empty());
+    }
+}

@@ -9,7 +9,9 @@
 //! Only `tool_use` blocks are calls the agent executes. The other block types (`thinking`,
 //! `redacted_thinking`, `server_tool_use`, `web_search_tool_result`, `mcp_tool_use`,
 //! `mcp_tool_result`, and types to come) carry no call, or one Anthropic already ran on its side
-//! (server tools, the MCP connector): they pass untouched.
+//! (server tools, the MCP connector): they pass untouched. An `mcp_tool_use` block is a call of
+//! a server the request named in `mcp_servers`, made before the agent reads of it: it is told
+//! to the judge as such ([`Judge::ran_at_provider`]) once its input is complete.
 //!
 //! Rewriting is by splicing: only the bytes of a replaced block or stop reason change, the rest
 //! of a body or event stays as received (numbers, escapes, key order, unknown fields).
@@ -64,6 +66,9 @@ pub fn rewrite_body(body: &[u8], judge: &mut dyn Judge) -> Result<Option<Vec<u8>
         .ok_or_else(|| unexpected("it has no content array"))?;
     // Every call is read before any is judged: the judge only sees calls of a readable body.
     let calls = tool_calls_in(body, &content)?;
+    for (server_label, call) in provider_calls_in(&content) {
+        judge.ran_at_provider(&server_label, &call);
+    }
     let mut edits = Vec::new();
     for (span, call) in &calls {
         if let Judgement::Block { reason } = judge.judge(call) {
@@ -99,7 +104,7 @@ fn tool_calls_in(
     for raw in content {
         let block: ContentBlock = serde_json::from_str(raw.get())
             .map_err(|err| unexpected(format!("a content block cannot be read: {err}")))?;
-        let Some(tool_use) = block.into_tool_use().map_err(unexpected)? else {
+        let Started::Call(tool_use) = block.started().map_err(unexpected)? else {
             continue;
         };
         let span = span_in(body, raw).ok_or_else(lost_span)?;
@@ -114,6 +119,22 @@ fn tool_calls_in(
         ));
     }
     Ok(calls)
+}
+
+/// The `mcp_tool_use` blocks of a readable message's content: calls the provider made.
+fn provider_calls_in(content: &[&RawValue]) -> Vec<(String, ToolCall)> {
+    content
+        .iter()
+        .filter_map(|raw| serde_json::from_str::<ContentBlock>(raw.get()).ok())
+        .filter_map(|block| match block.started() {
+            Ok(Started::Ran(ran)) => Some(ran),
+            Ok(Started::Call(_) | Started::Other) | Err(_) => None,
+        })
+        .map(|ran| {
+            let arguments = arguments_of_input(ran.input);
+            ran.into_call(arguments)
+        })
+        .collect()
 }
 
 /// A buffered call's `input`, which must be a JSON object.
@@ -226,15 +247,49 @@ struct ContentBlock<'a> {
     name: Option<String>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    /// An `mcp_tool_use` block's server, by the name the request gave it.
+    server_name: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum BlockKind {
     ToolUse,
+    /// A call Anthropic made through the MCP connector.
+    McpToolUse,
     /// Every other block runs on Anthropic's side or is no call at all.
     #[serde(other)]
     Other,
+}
+
+/// What a block is, as far as calls go.
+enum Started<'a> {
+    /// A `tool_use` block: a call the agent runs.
+    Call(ToolUse<'a>),
+    /// An `mcp_tool_use` block: a call the provider made.
+    Ran(RanCall<'a>),
+    Other,
+}
+
+/// An `mcp_tool_use` block's call, its input not read yet.
+struct RanCall<'a> {
+    server_label: String,
+    id: String,
+    name: String,
+    input: Option<&'a RawValue>,
+}
+
+impl RanCall<'_> {
+    /// The server's label and the call.
+    fn into_call(self, arguments: Arguments) -> (String, ToolCall) {
+        let call = ToolCall {
+            id: self.id,
+            name: self.name,
+            namespace: None,
+            arguments,
+        };
+        (self.server_label, call)
+    }
 }
 
 /// A `tool_use` block's call, its input not read yet.
@@ -245,13 +300,20 @@ struct ToolUse<'a> {
 }
 
 impl<'a> ContentBlock<'a> {
-    /// The call, if this is a `tool_use` block; Err if it is one without its id or name.
-    fn into_tool_use(self) -> Result<Option<ToolUse<'a>>, &'static str> {
+    /// The call a block carries; Err for a `tool_use` block without its id or name. A
+    /// provider's call is told as well as it can be read: it has run either way.
+    fn started(self) -> Result<Started<'a>, &'static str> {
         match self.kind {
-            BlockKind::Other => Ok(None),
-            BlockKind::ToolUse => Ok(Some(ToolUse {
+            BlockKind::Other => Ok(Started::Other),
+            BlockKind::ToolUse => Ok(Started::Call(ToolUse {
                 id: self.id.ok_or("a tool_use block has no id")?,
                 name: self.name.ok_or("a tool_use block has no name")?,
+                input: self.input,
+            })),
+            BlockKind::McpToolUse => Ok(Started::Ran(RanCall {
+                server_label: self.server_name.unwrap_or_default(),
+                id: self.id.unwrap_or_default(),
+                name: self.name.unwrap_or_default(),
                 input: self.input,
             })),
         }
@@ -336,7 +398,7 @@ enum Upstream<'a> {
     },
     BlockStart {
         index: u64,
-        tool: Option<ToolUse<'a>>,
+        block: Started<'a>,
     },
     BlockDelta {
         index: u64,
@@ -416,13 +478,13 @@ fn read_event(event: &Event) -> Result<Upstream<'_>, Break> {
             let block = data
                 .content_block
                 .ok_or_else(|| missing(kind, "content_block"))?;
-            let tool = block
-                .into_tool_use()
+            let block = block
+                .started()
                 .map_err(|why| Break::Unreadable(why.to_owned()))?;
-            if tool.is_some() && !named_and_typed {
+            if matches!(block, Started::Call(_)) && !named_and_typed {
                 return Err(one_reading("a tool_use block's start"));
             }
-            Upstream::BlockStart { index, tool }
+            Upstream::BlockStart { index, block }
         }
         EventKind::ContentBlockDelta => {
             let index = index()?;
@@ -700,8 +762,11 @@ struct Message {
 
 #[derive(Debug)]
 enum OpenBlock {
-    /// Forwarded as it streams.
-    Passing { index: u64 },
+    /// Forwarded as it streams; `ran` gathers an `mcp_tool_use` block's call to tell it.
+    Passing {
+        index: u64,
+        ran: Option<Box<StreamedRanCall>>,
+    },
     /// A `tool_use` block, held until its input is complete.
     Held(Box<HeldCall>),
 }
@@ -709,9 +774,59 @@ enum OpenBlock {
 impl OpenBlock {
     fn index(&self) -> u64 {
         match self {
-            Self::Passing { index } => *index,
+            Self::Passing { index, .. } => *index,
             Self::Held(call) => call.index,
         }
+    }
+}
+
+/// An `mcp_tool_use` block streaming past: the call is told once the block stops.
+#[derive(Debug)]
+struct StreamedRanCall {
+    server_label: String,
+    id: String,
+    name: String,
+    start_input: Option<Arguments>,
+    streamed_input: String,
+    /// Input past the bound is not kept: the call is told with its input unreadable.
+    too_large: bool,
+}
+
+impl StreamedRanCall {
+    fn new(ran: RanCall<'_>) -> Self {
+        Self {
+            server_label: ran.server_label,
+            id: ran.id,
+            name: ran.name,
+            start_input: ran.input.map(|input| arguments_from_text(input.get())),
+            streamed_input: String::new(),
+            too_large: false,
+        }
+    }
+
+    fn push(&mut self, partial_json: &str, max_held: usize) {
+        if self.streamed_input.len() + partial_json.len() > max_held {
+            self.too_large = true;
+            self.streamed_input = String::new();
+        }
+        if !self.too_large {
+            self.streamed_input.push_str(partial_json);
+        }
+    }
+
+    fn tell(self, judge: &mut dyn Judge) {
+        let arguments = if self.too_large {
+            Arguments::Unreadable("the input streamed past the bound".to_owned())
+        } else {
+            input_of(self.start_input, &self.streamed_input, "mcp_tool_use")
+        };
+        let call = ToolCall {
+            id: self.id,
+            name: self.name,
+            namespace: None,
+            arguments,
+        };
+        judge.ran_at_provider(&self.server_label, &call);
     }
 }
 
@@ -746,8 +861,8 @@ impl Message {
                     "message_start inside a message".to_owned(),
                 ));
             }
-            Upstream::BlockStart { index, tool } => {
-                self.start_block(event, index, tool, max_held, out)?;
+            Upstream::BlockStart { index, block } => {
+                self.start_block(event, index, block, max_held, out)?;
             }
             Upstream::BlockDelta {
                 index,
@@ -795,7 +910,7 @@ impl Message {
         &mut self,
         event: &Event,
         index: u64,
-        tool: Option<ToolUse<'_>>,
+        block: Started<'_>,
         max_held: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), Break> {
@@ -814,8 +929,8 @@ impl Message {
         self.next_index = index
             .checked_add(1)
             .ok_or_else(|| Break::OutOfProtocol("block index overflow".to_owned()))?;
-        match tool {
-            Some(tool) => {
+        match block {
+            Started::Call(tool) => {
                 // The call is in place before its first event is held: if that event is past
                 // the bound, ending the stream still finds the call and blocks it.
                 let mut call = Box::new(HeldCall::new(index, tool));
@@ -823,9 +938,15 @@ impl Message {
                 self.block = Some(OpenBlock::Held(call));
                 held
             }
-            None => {
+            Started::Ran(ran) => {
                 out.extend_from_slice(event.raw());
-                self.block = Some(OpenBlock::Passing { index });
+                let ran = Some(Box::new(StreamedRanCall::new(ran)));
+                self.block = Some(OpenBlock::Passing { index, ran });
+                Ok(())
+            }
+            Started::Other => {
+                out.extend_from_slice(event.raw());
+                self.block = Some(OpenBlock::Passing { index, ran: None });
                 Ok(())
             }
         }
@@ -840,7 +961,10 @@ impl Message {
         out: &mut Vec<u8>,
     ) -> Result<(), Break> {
         match &mut self.block {
-            Some(OpenBlock::Passing { index: open }) if *open == index => {
+            Some(OpenBlock::Passing { index: open, ran }) if *open == index => {
+                if let (Some(ran), Some(partial_json)) = (ran, partial_json) {
+                    ran.push(&partial_json, max_held);
+                }
                 out.extend_from_slice(event.raw());
                 Ok(())
             }
@@ -860,7 +984,7 @@ impl Message {
         out: &mut Vec<u8>,
     ) -> Result<(), Break> {
         match &mut self.block {
-            Some(OpenBlock::Passing { index: open }) if *open == index => {
+            Some(OpenBlock::Passing { index: open, .. }) if *open == index => {
                 out.extend_from_slice(event.raw());
             }
             Some(OpenBlock::Held(call)) if call.index == index => {
@@ -870,8 +994,10 @@ impl Message {
                 return Err(not_open(index));
             }
         }
-        if let Some(OpenBlock::Held(call)) = self.block.take() {
-            self.settle(*call, judge, out);
+        match self.block.take() {
+            Some(OpenBlock::Held(call)) => self.settle(*call, judge, out),
+            Some(OpenBlock::Passing { ran: Some(ran), .. }) => ran.tell(judge),
+            Some(OpenBlock::Passing { ran: None, .. }) | None => {}
         }
         Ok(())
     }
@@ -951,7 +1077,13 @@ impl Message {
             Some(OpenBlock::Held(call)) => {
                 self.block_unfinished(*call, &why.to_string(), judge, out);
             }
-            Some(OpenBlock::Passing { index }) => write_block_stop(index, out),
+            Some(OpenBlock::Passing { index, ran }) => {
+                // It ran, whatever became of the stream.
+                if let Some(ran) = ran {
+                    ran.tell(judge);
+                }
+                write_block_stop(index, out);
+            }
             None => {}
         }
         if !self.stop_reason_sent {
@@ -985,6 +1117,25 @@ fn end_turn_instead(data: &str, stop_reason: &RawValue) -> Option<String> {
         with: br#""end_turn""#.to_vec(),
     };
     String::from_utf8(splice(data.as_bytes(), &[edit])?).ok()
+}
+
+/// The input a client builds from a block's start and its streamed pieces: the streamed one
+/// replaces the start's, so a start that already has an input as well as streamed input is
+/// ambiguous; a start's input with nothing streamed is the call's input.
+fn input_of(start_input: Option<Arguments>, streamed_input: &str, block: &str) -> Arguments {
+    let streamed = !streamed_input.trim().is_empty();
+    match (start_input, streamed) {
+        (Some(Arguments::Object(start)), false) => Arguments::Object(start),
+        (Some(Arguments::Object(start)), true) if start.is_empty() => {
+            arguments_from_text(streamed_input)
+        }
+        (Some(Arguments::Object(_)), true) => Arguments::Unreadable(
+            "the call has an input in its content_block_start and a streamed one".to_owned(),
+        ),
+        (Some(unreadable @ Arguments::Unreadable(_)), _) => unreadable,
+        (None, true) => arguments_from_text(streamed_input),
+        (None, false) => Arguments::Unreadable(format!("the {block} block has no input")),
+    }
 }
 
 /// A `tool_use` block being held.
@@ -1047,23 +1198,9 @@ impl HeldCall {
         Ok(())
     }
 
-    /// The input the client will build: the streamed one replaces the start's, so a start that
-    /// already has an input as well as streamed input is ambiguous; a start's input with
-    /// nothing streamed is the call's input.
+    /// The input the client will build.
     fn arguments(&mut self) -> Arguments {
-        let streamed = !self.streamed_input.trim().is_empty();
-        match (self.start_input.take(), streamed) {
-            (Some(Arguments::Object(start)), false) => Arguments::Object(start),
-            (Some(Arguments::Object(start)), true) if start.is_empty() => {
-                arguments_from_text(&self.streamed_input)
-            }
-            (Some(Arguments::Object(_)), true) => Arguments::Unreadable(
-                "the call has an input in its content_block_start and a streamed one".to_owned(),
-            ),
-            (Some(unreadable @ Arguments::Unreadable(_)), _) => unreadable,
-            (None, true) => arguments_from_text(&self.streamed_input),
-            (None, false) => Arguments::Unreadable("the tool_use block has no input".to_owned()),
-        }
+        input_of(self.start_input.take(), &self.streamed_input, "tool_use")
     }
 
     fn take_call(&mut self, arguments: Arguments) -> ToolCall {
@@ -1388,6 +1525,72 @@ data: {"type":"message_stop"}
 "#;
 
     // -----------------------------------------------------------------------------------------
+    // Calls the provider made (MCP connector)
+    // -----------------------------------------------------------------------------------------
+
+    const CONNECTOR_SSE: &str =
+        include_str!("../../../tests/peers/llm/fixtures/anthropic_connector.sse");
+    const CONNECTOR_JSON: &str =
+        include_str!("../../../tests/peers/llm/fixtures/anthropic_connector.json");
+
+    fn ran_summary(ran: &[(String, ToolCall)]) -> Vec<(&str, &str, Arguments)> {
+        ran.iter()
+            .map(|(label, call)| (label.as_str(), call.name.as_str(), call.arguments.clone()))
+            .collect()
+    }
+
+    fn connector_calls() -> Vec<(&'static str, &'static str, Arguments)> {
+        let object = |v: Value| match v {
+            Value::Object(map) => Arguments::Object(map),
+            _ => unreachable!(),
+        };
+        vec![
+            (
+                "docs",
+                "ask_question",
+                object(json!({
+                    "repoName": "modelcontextprotocol/specification",
+                    "question": "What is MRTR?"
+                })),
+            ),
+            ("docs", "delete_page", object(json!({"page": "index"}))),
+        ]
+    }
+
+    #[test]
+    fn calls_the_provider_made_are_told_once_with_their_input_at_every_split() {
+        let run = run_every_split(CONNECTOR_SSE, &["delete_page"], Limits::default());
+        assert_eq!(text(&run.output), CONNECTOR_SSE, "they pass untouched");
+        assert!(run.calls.is_empty(), "nothing the agent runs");
+        assert_eq!(ran_summary(&run.ran), connector_calls());
+        assert_eq!(run.ran[0].1.id, "mcptoolu_01Hs4Kd8Lq2Wn6Vb3Xz9Tc1R");
+    }
+
+    #[test]
+    fn calls_the_provider_made_are_told_from_a_buffered_message() {
+        let mut judge = TestJudge::blocking(&["delete_page"]);
+        let rewritten = rewrite_body(CONNECTOR_JSON.as_bytes(), &mut judge).unwrap();
+        assert_eq!(rewritten, None, "nothing of the agent's to block");
+        assert_eq!(ran_summary(&judge.ran), connector_calls());
+    }
+
+    #[test]
+    fn a_call_the_provider_made_is_told_even_when_the_stream_breaks_in_it() {
+        // The stream ends inside the first mcp_tool_use block's input.
+        let start = CONNECTOR_SSE.find("input_json_delta").unwrap();
+        let run = run_whole(&CONNECTOR_SSE[..start + 200], &[]);
+        assert_eq!(run.ran.len(), 1, "{:?}", run.ran);
+        assert!(matches!(run.ran[0].1.arguments, Arguments::Unreadable(_)));
+        // Input past the bound is not kept: told as unreadable.
+        let limits = Limits {
+            max_event_bytes: 8 << 20,
+            max_held_bytes: 16,
+        };
+        let run = run_pieces(&[CONNECTOR_SSE.as_bytes()], &[], limits);
+        assert!(matches!(run.ran[0].1.arguments, Arguments::Unreadable(_)));
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Harness
     // -----------------------------------------------------------------------------------------
 
@@ -1395,6 +1598,8 @@ data: {"type":"message_stop"}
     struct Run {
         output: Vec<u8>,
         calls: Vec<ToolCall>,
+        /// Provider-side servers' calls told as made, by label.
+        ran: Vec<(String, ToolCall)>,
         broken: bool,
     }
 
@@ -1409,6 +1614,7 @@ data: {"type":"message_stop"}
         Run {
             output,
             calls: judge.seen,
+            ran: judge.ran,
             broken: stream.is_broken(),
         }
     }

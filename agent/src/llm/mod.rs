@@ -203,6 +203,20 @@ pub enum Judgement {
 /// Decides tool calls; the proxy's implementation asks the engine (and records the event).
 pub trait Judge {
     fn judge(&mut self, call: &ToolCall) -> Judgement;
+
+    /// A call of a provider-side MCP server (one the request named by `server_label`: an
+    /// Anthropic `mcp_servers` entry, a Responses `mcp` tool) that waits for the agent's
+    /// approval before the provider makes it. Judged like the agent's own calls by default.
+    fn judge_provider_call(&mut self, server_label: &str, call: &ToolCall) -> Judgement {
+        let _ = server_label;
+        self.judge(call)
+    }
+
+    /// A call the provider already made through a provider-side MCP server: nothing can hold
+    /// it back any more, but it is the session's call all the same (recorded, counted).
+    fn ran_at_provider(&mut self, server_label: &str, call: &ToolCall) {
+        let _ = (server_label, call);
+    }
 }
 
 impl<F: FnMut(&ToolCall) -> Judgement> Judge for F {

@@ -14,6 +14,11 @@
 //!   arguments (`{"action": {...}}`, `{"operation": {...}}`).
 //! - Tools OpenAI runs itself (`web_search_call`, `file_search_call`, `code_interpreter_call`,
 //!   `image_generation_call`, `mcp_call`) have already run when the agent reads them: they pass.
+//!   An `mcp_call` is a call of a server the request named in an `mcp` tool: it is told to the
+//!   judge as such ([`Judge::ran_at_provider`]) once, from its finished item.
+//! - `mcp_approval_request`: a call of such a server that OpenAI makes only once the agent
+//!   approves it. It is judged ([`Judge::judge_provider_call`]) and held like the agent's own
+//!   calls; a blocked one is replaced, so the agent never has it to approve.
 //! - Any other `*_call` item may be one the agent runs: it is judged as unreadable (fail
 //!   closed), under its `name` or else its `type`.
 //!
@@ -77,6 +82,8 @@ enum CallKind {
     Custom,
     /// A tool built into the API and run by the agent, with the name its `tools` entry has.
     BuiltIn(&'static str),
+    /// A provider-side MCP server's call waiting for the agent's approval.
+    ProviderApproval,
     /// A `*_call` type agentsh does not know.
     Unknown,
 }
@@ -101,7 +108,7 @@ impl CallKind {
                 delta: EventType::CustomInputDelta,
                 done: EventType::CustomInputDone,
             }),
-            Self::BuiltIn(_) | Self::Unknown => None,
+            Self::BuiltIn(_) | Self::ProviderApproval | Self::Unknown => None,
         }
     }
 }
@@ -115,6 +122,7 @@ fn call_kind(item: &Map<String, Value>) -> Option<CallKind> {
         "shell_call" => Some(CallKind::BuiltIn("shell")),
         "apply_patch_call" => Some(CallKind::BuiltIn("apply_patch")),
         "computer_call" => Some(CallKind::BuiltIn("computer_use_preview")),
+        "mcp_approval_request" => Some(CallKind::ProviderApproval),
         // Codex's search for deferred tools runs in the agent (`execution: client`); hosted
         // tool search runs at OpenAI.
         "tool_search_call" => match item.get("execution").and_then(Value::as_str) {
@@ -144,7 +152,7 @@ fn call_id(item: &Map<String, Value>) -> &str {
 fn call_name(kind: CallKind, item: &Map<String, Value>) -> Option<&str> {
     let field = |key| item.get(key).and_then(Value::as_str);
     match kind {
-        CallKind::Function | CallKind::Custom => field("name"),
+        CallKind::Function | CallKind::Custom | CallKind::ProviderApproval => field("name"),
         CallKind::BuiltIn(tool) => Some(tool),
         CallKind::Unknown => field("name").or_else(|| field("type")),
     }
@@ -162,7 +170,7 @@ fn tool_call(kind: CallKind, item: &Map<String, Value>) -> ToolCall {
         };
     };
     let arguments = match kind {
-        CallKind::Function => function_arguments(item),
+        CallKind::Function | CallKind::ProviderApproval => function_arguments(item),
         CallKind::Custom => custom_arguments(item),
         CallKind::BuiltIn(_) => built_in_arguments(item),
         CallKind::Unknown => Arguments::Unreadable(format!(
@@ -185,8 +193,42 @@ fn call_namespace(kind: CallKind, item: &Map<String, Value>) -> Option<String> {
             .get("namespace")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        CallKind::BuiltIn(_) | CallKind::Unknown => None,
+        CallKind::BuiltIn(_) | CallKind::ProviderApproval | CallKind::Unknown => None,
     }
+}
+
+/// The provider-side MCP server an item is for, by the label the request gave it.
+fn server_label(item: &Map<String, Value>) -> Option<&str> {
+    item.get("server_label").and_then(Value::as_str)
+}
+
+/// Asks the judge about a call of `kind`: a provider-side server's call by its server.
+fn ask(judge: &mut dyn Judge, kind: CallKind, label: Option<&str>, call: &ToolCall) -> Judgement {
+    match kind {
+        CallKind::ProviderApproval => judge.judge_provider_call(label.unwrap_or_default(), call),
+        CallKind::Function | CallKind::Custom | CallKind::BuiltIn(_) | CallKind::Unknown => {
+            judge.judge(call)
+        }
+    }
+}
+
+/// An `mcp_call` item, told to the judge: the provider made the call.
+fn tell_ran(judge: &mut dyn Judge, item: &Map<String, Value>) -> bool {
+    if item.get("type").and_then(Value::as_str) != Some("mcp_call") {
+        return false;
+    }
+    let call = ToolCall {
+        id: call_id(item).to_owned(),
+        name: item
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        namespace: None,
+        arguments: function_arguments(item),
+    };
+    judge.ran_at_provider(server_label(item).unwrap_or_default(), &call);
+    true
 }
 
 fn function_arguments(item: &Map<String, Value>) -> Arguments {
@@ -322,13 +364,17 @@ fn response_output(
 
 /// Judges an item if it is a call and replaces it when blocked; true when replaced.
 fn judge_buffered_item(item: &mut Value, output_index: u64, judge: &mut dyn Judge) -> bool {
-    let Some(call) = item
-        .as_object()
-        .and_then(|fields| call_kind(fields).map(|kind| tool_call(kind, fields)))
-    else {
+    let Some(fields) = item.as_object() else {
         return false;
     };
-    match judge.judge(&call) {
+    if tell_ran(judge, fields) {
+        return false;
+    }
+    let Some(kind) = call_kind(fields) else {
+        return false;
+    };
+    let call = tool_call(kind, fields);
+    match ask(judge, kind, server_label(fields), &call) {
         Judgement::Allow => false,
         Judgement::Block { reason } => {
             *item = Replacement::new(&call.name, &call.id, output_index, &reason).finished_item();
@@ -395,6 +441,7 @@ struct CallIdentity {
     call_id: Option<String>,
     name: Option<String>,
     namespace: Option<String>,
+    server_label: Option<String>,
 }
 
 impl CallIdentity {
@@ -406,6 +453,7 @@ impl CallIdentity {
             call_id: field("call_id"),
             name: field("name"),
             namespace: field("namespace"),
+            server_label: field("server_label"),
         }
     }
 }
@@ -501,7 +549,9 @@ impl PendingCall {
             return Some(problem.clone());
         }
         if CallIdentity::of(item) != self.identity {
-            return Some("the call's type, id, name or namespace changed while it streamed".into());
+            return Some(
+                "the call's type, id, name, server or namespace changed while it streamed".into(),
+            );
         }
         let text = self.kind.streamed_text()?;
         // A missing or non-text final field is the arguments reader's to report.
@@ -717,6 +767,8 @@ pub struct Stream {
     held_bytes: usize,
     /// Verdicts, by output index.
     decided: BTreeMap<u64, Decided>,
+    /// Output indexes of the provider's calls (`mcp_call`) told to the judge.
+    told: std::collections::BTreeSet<u64>,
     numbering: Numbering,
     summary: Summary,
     /// The client has its end of the response (a terminal or `error` event).
@@ -738,6 +790,7 @@ impl Stream {
             held: Vec::new(),
             held_bytes: 0,
             decided: BTreeMap::new(),
+            told: std::collections::BTreeSet::new(),
             numbering: Numbering::default(),
             summary: Summary::new(limits.max_held_bytes),
             ended: false,
@@ -930,11 +983,11 @@ impl Stream {
         out: &mut Vec<u8>,
     ) {
         let owner = output_index.and_then(|index| self.pending_position(Some(index), None));
-        let is_call = fields
-            .get("item")
-            .and_then(Value::as_object)
-            .and_then(call_kind)
-            .is_some();
+        let item = fields.get("item").and_then(Value::as_object);
+        let is_call = item.and_then(call_kind).is_some();
+        if let (Some(item), Some(index)) = (item, output_index) {
+            self.tell_ran_once(index, item, judge);
+        }
         match (owner, is_call) {
             (Some(position), _) => self.complete_call(position, event, fields, judge, out),
             (None, true) => {
@@ -972,7 +1025,9 @@ impl Stream {
             _ => None,
         };
         let tool = call.final_call(item.as_ref());
-        let verdict = Verdict::of(judge.judge(&tool), &tool, output_index, item.as_ref());
+        let label = call.identity.server_label.as_deref();
+        let judgement = ask(judge, call.kind, label, &tool);
+        let verdict = Verdict::of(judgement, &tool, output_index, item.as_ref());
         let kept = item.map(|item| (Value::Object(item), size));
         self.record(output_index, call.identity.item_id, verdict, kept);
         if self.pending.is_empty() {
@@ -1081,6 +1136,18 @@ impl Stream {
         self.ended = true;
     }
 
+    /// Tells the judge of a provider's call at `output_index`, unless it was told already.
+    fn tell_ran_once(
+        &mut self,
+        output_index: u64,
+        item: &Map<String, Value>,
+        judge: &mut dyn Judge,
+    ) {
+        if !self.told.contains(&output_index) && tell_ran(judge, item) {
+            self.told.insert(output_index);
+        }
+    }
+
     /// Applies the verdicts to the terminal event's output; true when an item was replaced.
     fn judge_final_output(
         &mut self,
@@ -1108,6 +1175,9 @@ impl Stream {
         item: &mut Value,
         judge: &mut dyn Judge,
     ) -> bool {
+        if let Some(fields) = item.as_object() {
+            self.tell_ran_once(output_index, fields, judge);
+        }
         let Some((kind, fields)) = item
             .as_object()
             .and_then(|fields| call_kind(fields).map(|kind| (kind, fields)))
@@ -1150,7 +1220,8 @@ impl Stream {
         judge: &mut dyn Judge,
     ) -> Option<Replacement> {
         let call = tool_call(kind, item);
-        let verdict = Verdict::of(judge.judge(&call), &call, output_index, Some(item));
+        let judgement = ask(judge, kind, server_label(item), &call);
+        let verdict = Verdict::of(judgement, &call, output_index, Some(item));
         let replacement = verdict.replacement().cloned();
         let item_id = item.get("id").and_then(Value::as_str).map(str::to_owned);
         self.record(output_index, item_id, verdict, None);
@@ -1191,7 +1262,8 @@ impl Stream {
     fn block_pending(&mut self, why: &str, judge: &mut dyn Judge) {
         for call in std::mem::take(&mut self.pending) {
             let tool = call.unreadable_call(why.to_owned());
-            let reason = match judge.judge(&tool) {
+            let label = call.identity.server_label.as_deref();
+            let reason = match ask(judge, call.kind, label, &tool) {
                 Judgement::Block { reason } => reason,
                 Judgement::Allow => why.to_owned(),
             };
@@ -1948,6 +2020,105 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_68
     fn an_allowed_stream_passes_byte_for_byte_at_every_cut() {
         let out = same_however_cut(TWO_CALLS, &[], Limits::default(), Cuts::Every);
         assert!(out == TWO_CALLS.as_bytes());
+    }
+
+    // --- provider-side MCP servers ----------------------------------------------------------
+
+    const CONNECTOR_SSE: &str =
+        include_str!("../../../tests/peers/llm/fixtures/responses_connector.sse");
+    const CONNECTOR_JSON: &str =
+        include_str!("../../../tests/peers/llm/fixtures/responses_connector.json");
+
+    fn labelled(calls: &[(String, ToolCall)]) -> Vec<(&str, &str)> {
+        calls
+            .iter()
+            .map(|(label, call)| (label.as_str(), call.name.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_providers_call_is_told_once_and_an_approval_request_is_judged() {
+        // Allowed: byte for byte, however cut.
+        let out = same_however_cut(CONNECTOR_SSE, &[], Limits::default(), Cuts::AroundLines);
+        assert!(out == CONNECTOR_SSE.as_bytes());
+        for cuts in [
+            vec![],
+            vec![CONNECTOR_SSE.len() / 2],
+            (1..CONNECTOR_SSE.len()).collect(),
+        ] {
+            let mut judge = TestJudge::blocking(&["delete_page"]);
+            let out = run_cut(
+                CONNECTOR_SSE.as_bytes(),
+                &cuts,
+                Limits::default(),
+                &mut judge,
+            );
+            // The mcp_call item and the terminal event both list the call: told once.
+            assert_eq!(labelled(&judge.ran), [("docs", "ask_question")]);
+            assert!(matches!(
+                &judge.ran[0].1.arguments,
+                Arguments::Object(map) if map["question"] == "What is MRTR?"
+            ));
+            assert_eq!(labelled(&judge.asked), [("docs", "delete_page")]);
+            assert!(judge.seen.is_empty(), "no call of the agent's own");
+            // The blocked request is a message: the agent has nothing to approve.
+            let out = String::from_utf8(out).unwrap();
+            assert!(!out.contains("mcp_approval_request"), "{out}");
+            assert!(out.contains("[agentsh] Tool 'delete_page' blocked by policy"));
+            assert!(
+                out.contains("\"type\":\"mcp_call\""),
+                "the call that ran passes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_buffered_response_tells_the_providers_calls_and_judges_approval_requests() {
+        let mut judge = TestJudge::allowing();
+        assert_eq!(
+            rewrite_body(CONNECTOR_JSON.as_bytes(), &mut judge).unwrap(),
+            None
+        );
+        assert_eq!(labelled(&judge.ran), [("docs", "ask_question")]);
+        assert_eq!(labelled(&judge.asked), [("docs", "delete_page")]);
+
+        let mut judge = TestJudge::blocking(&["delete_page"]);
+        let body = rewrite_body(CONNECTOR_JSON.as_bytes(), &mut judge)
+            .unwrap()
+            .expect("the approval request is replaced");
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        let types: Vec<&str> = body["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["mcp_call", "message", "message"]);
+    }
+
+    #[test]
+    fn an_approval_request_whose_server_changes_while_it_streams_is_unreadable() {
+        let stream: String = CONNECTOR_SSE
+            .split_inclusive("\n\n")
+            .map(|event| {
+                if event.contains("output_item.added") && event.contains("mcp_approval_request") {
+                    event.replace(r#""server_label":"docs""#, r#""server_label":"other""#)
+                } else {
+                    event.to_owned()
+                }
+            })
+            .collect();
+        assert_ne!(
+            stream, CONNECTOR_SSE,
+            "the fixture announces the request with its label"
+        );
+        let mut judge = TestJudge::allowing();
+        let out = run(&stream, &mut judge);
+        assert!(matches!(
+            judge.asked[0].1.arguments,
+            Arguments::Unreadable(_)
+        ));
+        assert!(String::from_utf8(out).unwrap().contains("[agentsh]"));
     }
 
     #[test]

@@ -10,6 +10,10 @@ pub struct TestJudge {
     blocked: Vec<&'static str>,
     /// Every call judged, in order.
     pub seen: Vec<ToolCall>,
+    /// Provider-side servers' calls judged before the agent may approve them, by label.
+    pub asked: Vec<(String, ToolCall)>,
+    /// Provider-side servers' calls told as made, by label.
+    pub ran: Vec<(String, ToolCall)>,
 }
 
 impl TestJudge {
@@ -17,6 +21,8 @@ impl TestJudge {
         Self {
             blocked: names.to_vec(),
             seen: Vec::new(),
+            asked: Vec::new(),
+            ran: Vec::new(),
         }
     }
 
@@ -39,5 +45,16 @@ impl Judge for TestJudge {
             }
             Arguments::Object(_) => Judgement::Allow,
         }
+    }
+
+    fn judge_provider_call(&mut self, server_label: &str, call: &ToolCall) -> Judgement {
+        self.asked.push((server_label.to_owned(), call.clone()));
+        let judgement = self.judge(call);
+        self.seen.pop();
+        judgement
+    }
+
+    fn ran_at_provider(&mut self, server_label: &str, call: &ToolCall) {
+        self.ran.push((server_label.to_owned(), call.clone()));
     }
 }

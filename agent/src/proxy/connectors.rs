@@ -1,7 +1,9 @@
 //! The provider-side MCP servers a request names, judged before it goes upstream: a request
 //! that would have the provider call a server the session's policy does not allow is refused
-//! (the agent sees why); each one allowed is recorded, since its calls will run at the
-//! provider, out of agentsh's sight.
+//! (the agent sees why); each one allowed is recorded, and its calls, as the answer tells
+//! them, are the calls of the server its URL names ([`ServerNames`]).
+
+use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::json;
@@ -13,7 +15,26 @@ use crate::llm::Dialect;
 use crate::llm::connectors::{self, Connector};
 use crate::policy::connector::decide_connector;
 
-pub(super) fn judge(dialect: Dialect, body: &[u8], record: &Record) -> Result<(), Refusal> {
+/// The servers a request's connectors name, by the label the answer will call them by.
+#[derive(Debug, Clone, Default)]
+pub struct ServerNames(Arc<[(String, String)]>);
+
+impl ServerNames {
+    /// The server the request named `label`, if it named one.
+    pub fn server(&self, label: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(named, _)| named == label)
+            .map(|(_, server)| server.as_str())
+    }
+}
+
+/// Refuses a request naming a server the policy does not allow; the servers of the others.
+pub(super) fn judge(
+    dialect: Dialect,
+    body: &[u8],
+    record: &Record,
+) -> Result<ServerNames, Refusal> {
     let found = connectors::of_request(dialect, body).map_err(|err| {
         let reason =
             format!("refusing a request whose provider-side MCP servers cannot be read: {err}");
@@ -21,6 +42,7 @@ pub(super) fn judge(dialect: Dialect, body: &[u8], record: &Record) -> Result<()
         Refusal::new(StatusCode::BAD_REQUEST, reason)
     })?;
     let rules = record.session().rules();
+    let mut names = Vec::with_capacity(found.len());
     for connector in &found {
         let decided = decide_connector(rules.mcp(), connector);
         let verdict = &decided.verdict;
@@ -43,8 +65,9 @@ pub(super) fn judge(dialect: Dialect, body: &[u8], record: &Record) -> Result<()
                 format!("[agentsh] {}", verdict.reason),
             ));
         }
+        names.push((connector.label.clone(), decided.server));
     }
-    Ok(())
+    Ok(ServerNames(names.into()))
 }
 
 fn record_connection(

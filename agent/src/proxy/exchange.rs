@@ -17,13 +17,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+use super::Proxy;
 use super::body::{BoxError, Intercepted, Observed};
+use super::connectors::{self, ServerNames};
 use super::encoding::{self, Coding, Decoder};
 use super::judge::ProxyJudge;
 use super::record::Record;
 use super::route::{Provider, Route};
 use super::store::Capture;
-use super::{Proxy, connectors};
 use crate::config::ProxyMode;
 use crate::engine::Session;
 use crate::llm::{self, Dialect, Stream};
@@ -150,9 +151,10 @@ impl Proxy {
                 })??;
         let mut headers = head.headers;
         let body = self.prepare_request(route, &mut headers, body, record, intercepting)?;
-        if intercepting && let Some(dialect) = route.dialect {
-            connectors::judge(dialect, &body, record)?;
-        }
+        let servers = match route.dialect {
+            Some(dialect) if intercepting => connectors::judge(dialect, &body, record)?,
+            _ => ServerNames::default(),
+        };
         record.request_bytes = body.len() as u64;
         let facts = route
             .dialect
@@ -237,7 +239,7 @@ impl Proxy {
             let decoder = (!codings.is_empty()).then(|| Decoder::new(&codings, MAX_RESPONSE_BYTES));
             head.headers.remove(header::CONTENT_ENCODING);
             head.headers.remove(header::CONTENT_LENGTH);
-            let judge = self.judge(dialect, record);
+            let judge = self.judge(dialect, record).with_servers(servers);
             let stream = if json_array {
                 Stream::gemini_json_array(self.limits)
             } else {
@@ -246,7 +248,8 @@ impl Proxy {
             let body = Intercepted::new(upstream_body, decoder, stream, judge, take(record));
             return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
         }
-        self.buffered(head, upstream_body, dialect, &codings, record)
+        let judge = self.judge(dialect, record).with_servers(servers);
+        self.buffered(head, upstream_body, &codings, judge, record)
             .await
     }
 
@@ -255,8 +258,8 @@ impl Proxy {
         &self,
         mut head: http::response::Parts,
         upstream_body: Incoming,
-        dialect: Dialect,
         codings: &[Coding],
+        mut judge: ProxyJudge,
         record: &mut Record,
     ) -> Result<Response<ResponseBody>, Refusal> {
         let limit = usize::try_from(MAX_RESPONSE_BYTES).unwrap_or(usize::MAX);
@@ -276,8 +279,7 @@ impl Proxy {
             )
         };
         record.capture.response(&plain);
-        let mut judge = self.judge(dialect, record);
-        let rewritten = llm::rewrite_body(dialect, &plain, &mut judge);
+        let rewritten = llm::rewrite_body(judge.dialect(), &plain, &mut judge);
         record.calls = judge.calls;
         record.blocked = judge.blocked;
         let body = match rewritten {

@@ -383,16 +383,19 @@ impl Relay {
             }
             let started = turn.insert(self.start_turn(&forwarded));
             // The provider-side MCP servers it names, before the provider sees them.
-            if let Err(refusal) = super::connectors::judge(
+            match super::connectors::judge(
                 Dialect::OpenAiResponses,
                 forwarded.as_bytes(),
                 &started.record,
             ) {
-                let why = refusal.reason().to_owned();
-                if let Some(mut refused) = turn.take() {
-                    close_turn(&mut refused, &why, true);
+                Ok(servers) => started.judge.set_servers(servers),
+                Err(refusal) => {
+                    let why = refusal.reason().to_owned();
+                    if let Some(mut refused) = turn.take() {
+                        close_turn(&mut refused, &why, true);
+                    }
+                    return Err(why);
                 }
-                return Err(why);
             }
         }
         Ok(forwarded)

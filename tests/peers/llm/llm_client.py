@@ -29,6 +29,10 @@ goes to stdout:
      "choices": [{"finish_reason": str, "text": str,
                   "tool_calls": [{"id": str, "name": str, "arguments": object}]}]}
 
+A choice that has calls of provider-side MCP servers (--mcp-server) also has "provider_calls":
+[{"type": "mcp_tool_use"|"mcp_call"|"mcp_approval_request", "server": label, "name": str,
+"arguments": object}].
+
 One choice for anthropic (finish_reason = stop_reason) and responses (finish_reason =
 "tool_calls" if the output has a function_call, else the response's status); one per choice for
 chat, and one per candidate for gemini (finish_reason = the candidate's finishReason, "STOP" as
@@ -207,7 +211,12 @@ def run_anthropic(args, headers):
         params["mcp_servers"] = [
             {"type": "url", "name": label, "url": url} for label, url in args.mcp_server
         ]
-        message = client.beta.messages.create(betas=["mcp-client-2025-04-04"], **params)
+        betas = ["mcp-client-2025-04-04"]
+        if args.stream:
+            with client.beta.messages.stream(betas=betas, **params) as stream:
+                message = stream.get_final_message()
+        else:
+            message = client.beta.messages.create(betas=betas, **params)
     elif args.raw:
         with client.messages.with_streaming_response.create(stream=args.stream, **params) as response:
             write_raw(response)
@@ -223,6 +232,10 @@ def run_anthropic(args, headers):
             choice["text"] += block.text
         elif block.type == "tool_use":
             choice["tool_calls"].append({"id": block.id, "name": block.name, "arguments": block.input})
+        elif block.type == "mcp_tool_use":
+            choice.setdefault("provider_calls", []).append(
+                {"type": block.type, "server": block.server_name, "name": block.name, "arguments": block.input}
+            )
     return {"model": message.model, "choices": [choice]}
 
 
@@ -304,6 +317,11 @@ def responses_choice(output, status):
         elif item.type == "function_call":
             choice["tool_calls"].append(
                 {"id": item.call_id, "name": item.name, "arguments": parse_arguments(item.arguments)}
+            )
+        elif item.type in ("mcp_call", "mcp_approval_request"):
+            choice.setdefault("provider_calls", []).append(
+                {"type": item.type, "server": item.server_label, "name": item.name,
+                 "arguments": parse_arguments(item.arguments)}
             )
     if choice["tool_calls"]:
         choice["finish_reason"] = "tool_calls"

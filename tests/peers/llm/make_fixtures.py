@@ -24,6 +24,9 @@ OUT = os.path.join(HERE, "fixtures")
 ENTITIES = {"entities": [{"name": "alice", "entityType": "person", "observations": ["likes tea"]}]}
 WRITE = {"path": "/tmp/agentsh-e2e/notes.txt", "content": "hello"}
 BASH = {"command": "ls"}
+ASK = {"repoName": "modelcontextprotocol/specification", "question": "What is MRTR?"}
+DELETE = {"page": "index"}
+ANSWER = "Multi round-trip requests let a server ask for input — café-style, one question at a time."
 
 TOOLS_TEXT = "I'll remember that about Alice — and write the note to /tmp/agentsh-e2e/notes.txt."
 TEXT_REPLY = "Hello! I'm doing well, merci — how can I help with your café notes today? ☕"
@@ -79,7 +82,9 @@ def sse(events):
 # ---------------------------------------------------------------- Anthropic Messages
 
 def anthropic_fixture(stem, msg_id, blocks, stop_reason, input_tokens, output_tokens):
-    """blocks: [("text", text) | ("tool_use", id, name, input)]."""
+    """blocks: [("text", text) | ("tool_use", id, name, input)
+             | ("mcp_tool_use", id, name, server_name, input)
+             | ("mcp_tool_result", tool_use_id, text)]."""
     usage_full = {
         "input_tokens": input_tokens,
         "cache_creation_input_tokens": 0,
@@ -88,12 +93,18 @@ def anthropic_fixture(stem, msg_id, blocks, stop_reason, input_tokens, output_to
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }
-    content = []
-    for b in blocks:
+    def block(b, streamed):
         if b[0] == "text":
-            content.append({"type": "text", "text": b[1]})
-        else:
-            content.append({"type": "tool_use", "id": b[1], "name": b[2], "input": b[3]})
+            return {"type": "text", "text": "" if streamed else b[1]}
+        if b[0] == "tool_use":
+            return {"type": "tool_use", "id": b[1], "name": b[2], "input": {} if streamed else b[3]}
+        if b[0] == "mcp_tool_use":
+            return {"type": "mcp_tool_use", "id": b[1], "name": b[2], "server_name": b[3],
+                    "input": {} if streamed else b[4]}
+        return {"type": "mcp_tool_result", "tool_use_id": b[1], "is_error": False,
+                "content": [{"type": "text", "text": b[2]}]}
+
+    content = [block(b, False) for b in blocks]
     message = {
         "model": ANTHROPIC_MODEL,
         "id": msg_id,
@@ -117,11 +128,14 @@ def anthropic_fixture(stem, msg_id, blocks, stop_reason, input_tokens, output_to
             for piece in words(b[1]):
                 ev.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "text_delta", "text": piece}}))
-        else:
-            _, tid, name, tinput = b
+        elif b[0] == "mcp_tool_result":
+            # A result comes whole in its block's start.
             ev.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": {"type": "tool_use", "id": tid, "name": name,
-                                                                 "input": {}}}))
+                                               "content_block": block(b, True)}))
+        else:
+            tinput = b[-1]
+            ev.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                               "content_block": block(b, True)}))
             if index == 0:
                 ev.append(("ping", '{"type": "ping"}'))
             # The API opens with an empty partial_json, then streams the input with ", " and ": ".
@@ -217,7 +231,9 @@ def chat_fixture(stem, cid, created, choices, usage):
 # ---------------------------------------------------------------- OpenAI Responses
 
 def responses_fixture(stem, rid, created, items, usage):
-    """items: [("reasoning", id) | ("message", id, text) | ("function_call", id, call_id, name, args)]."""
+    """items: [("reasoning", id) | ("message", id, text) | ("function_call", id, call_id, name, args)
+            | ("mcp_call", id, server_label, name, args, output)
+            | ("mcp_approval_request", id, server_label, name, args)]."""
     tools = [dict(t, parameters=t["parameters"]) for t in responses_tools()]
 
     def response(status, output, usage_value, completed_at):
@@ -241,6 +257,13 @@ def responses_fixture(stem, rid, created, items, usage):
             return {"id": it[1], "type": "message", "status": "completed",
                     "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": it[2]}],
                     "role": "assistant"}
+        if it[0] == "mcp_call":
+            return {"id": it[1], "type": "mcp_call", "status": "completed", "approval_request_id": None,
+                    "arguments": compact(it[4]), "error": None, "name": it[3], "output": it[5],
+                    "server_label": it[2]}
+        if it[0] == "mcp_approval_request":
+            return {"id": it[1], "type": "mcp_approval_request", "arguments": compact(it[4]), "name": it[3],
+                    "server_label": it[2]}
         return {"id": it[1], "type": "function_call", "status": "completed", "arguments": compact(it[4]),
                 "call_id": it[2], "name": it[3]}
 
@@ -271,6 +294,18 @@ def responses_fixture(stem, rid, created, items, usage):
             emit("response.output_text.done", item_id=mid, output_index=oi, content_index=0, text=text, logprobs=[])
             emit("response.content_part.done", item_id=mid, output_index=oi, content_index=0,
                  part={"type": "output_text", "annotations": [], "logprobs": [], "text": text})
+        elif it[0] == "mcp_call":
+            _, mid, label, name, args, _ = it
+            emit("response.output_item.added", output_index=oi,
+                 item={"id": mid, "type": "mcp_call", "status": "in_progress", "approval_request_id": None,
+                       "arguments": "", "error": None, "name": name, "output": None, "server_label": label})
+            emit("response.mcp_call.in_progress", item_id=mid, output_index=oi)
+            for p in pieces(compact(args)):
+                emit("response.mcp_call_arguments.delta", item_id=mid, output_index=oi, delta=p)
+            emit("response.mcp_call_arguments.done", item_id=mid, output_index=oi, arguments=compact(args))
+            emit("response.mcp_call.completed", item_id=mid, output_index=oi)
+        elif it[0] == "mcp_approval_request":
+            emit("response.output_item.added", output_index=oi, item=done_item(it))
         else:
             _, fid, call_id, name, args = it
             emit("response.output_item.added", output_index=oi,
@@ -352,6 +387,16 @@ def main():
          ("tool_use", "toolu_01A09q90qw90lq917835lq9T", "mcp__memory__create_entities", ENTITIES),
          ("tool_use", "toolu_01PwQj6nLrBy2xZ4Vt5aFk7M", "mcp__filesystem__write_file", WRITE)],
         "tool_use", 1187, 164)
+    # Calls the provider made through a server the request named in mcp_servers.
+    anthropic_fixture(
+        "anthropic_connector", "msg_01Mc7QnX4vTz2Lp8Ks5Hd3Wb",
+        [("text", "Let me look that up in the docs."),
+         ("mcp_tool_use", "mcptoolu_01Hs4Kd8Lq2Wn6Vb3Xz9Tc1R", "ask_question", "docs", ASK),
+         ("mcp_tool_result", "mcptoolu_01Hs4Kd8Lq2Wn6Vb3Xz9Tc1R", ANSWER),
+         ("mcp_tool_use", "mcptoolu_01Pn8Jr3Tw6Qa1Zc5Ym2Lx7E", "delete_page", "docs", DELETE),
+         ("mcp_tool_result", "mcptoolu_01Pn8Jr3Tw6Qa1Zc5Ym2Lx7E", "deleted"),
+         ("text", ANSWER)],
+        "end_turn", 1204, 96)
     anthropic_fixture("anthropic_text", "msg_013Zva2CMHLNnXjNJJKqJ2EF", [("text", TEXT_REPLY)], "end_turn", 1187, 27)
     anthropic_fixture(
         "anthropic_native", "msg_01Ga5hLfT3WbvXr8mQzPn2Ck",
@@ -377,6 +422,12 @@ def main():
          ("function_call", "fc_0a1b2c3d4e5f60718293a4b5c6d7e8f9012345aa04", "call_E7sJp3Fv9Qa1Ru5Gn2Xk8Mw4",
           "mcp__filesystem__write_file", WRITE)],
         responses_usage(436, 201, 64))
+    responses_fixture(
+        "responses_connector", "resp_2c3d4e5f60718293a4b5c6d7e8f90123456789abcdef0a1b", 1776125000,
+        [("mcp_call", "mcp_2c3d4e5f60718293a4b5c6d7e8f9012345cc01", "docs", "ask_question", ASK, ANSWER),
+         ("mcp_approval_request", "mcpr_2c3d4e5f60718293a4b5c6d7e8f9012345cc02", "docs", "delete_page", DELETE),
+         ("message", "msg_2c3d4e5f60718293a4b5c6d7e8f9012345cc03", ANSWER)],
+        responses_usage(452, 88, 0))
     responses_fixture(
         "responses_text", "resp_1f2e3d4c5b6a79881726354a5b6c7d8e9f0123456789fedc", 1776124960,
         [("message", "msg_1f2e3d4c5b6a79881726354a5b6c7d8e9f012345bb01", TEXT_REPLY)],
