@@ -61,6 +61,10 @@ const BULK_ROUNDS: usize = 5;
 const BULK_CHUNK: usize = 16 << 10;
 const JSON_BYTES: usize = 4 << 20;
 const JSON_ROUNDS: usize = 10;
+/// An upload to an endpoint without tool calls (the proxy streams it, reading nothing).
+const UPLOAD_BYTES: usize = 64 << 20;
+const UPLOAD_ROUNDS: usize = 5;
+const UPLOAD_PATH: &str = "/v1/files";
 /// Requests per path and latency measurement before any is counted (pools, caches).
 const WARMUP: usize = 3;
 /// The relay's copy buffer, each way.
@@ -104,10 +108,11 @@ enum Measure {
     PerEvent,
     Tool,
     Throughput,
+    Upload,
 }
 
 impl Measure {
-    const NAMES: &str = "first-event|new-connection|per-event|tool|throughput";
+    const NAMES: &str = "first-event|new-connection|per-event|tool|throughput|upload";
 
     fn parse(name: &str) -> Result<Self> {
         Ok(match name {
@@ -116,6 +121,7 @@ impl Measure {
             "per-event" => Self::PerEvent,
             "tool" => Self::Tool,
             "throughput" => Self::Throughput,
+            "upload" => Self::Upload,
             _ => bail!("--only {name}: one of {}", Self::NAMES),
         })
     }
@@ -623,6 +629,13 @@ async fn upstream_connection(
     let (read, mut write) = stream.into_split();
     let mut read = tokio::io::BufReader::new(read);
     while let Some(request) = read_request(&mut read).await? {
+        if request.path == UPLOAD_PATH {
+            // The body was read (and dropped) with the request.
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+            write.write_all(head.as_bytes()).await?;
+            continue;
+        }
         let Some(dialect) = Dialect::of_path(&request.path) else {
             let text = format!("no such path {}", request.path);
             let head = format!(
@@ -735,8 +748,16 @@ async fn read_request(
             _ => {}
         }
     }
-    let mut body = vec![0; length];
-    read.read_exact(&mut body).await.context("a request body")?;
+    // Read and dropped, a piece at a time (uploads are large).
+    let mut piece = vec![0; length.min(1 << 20)];
+    let mut left = length;
+    while left > 0 {
+        let n = left.min(piece.len());
+        read.read_exact(&mut piece[..n])
+            .await
+            .context("a request body")?;
+        left -= n;
+    }
     let shape = shape.context("a request without x-bench-shape")?;
     Ok(Some(UpstreamRequest { path, shape, id }))
 }
@@ -897,6 +918,37 @@ impl Client {
         Ok(response)
     }
 
+    /// An upload of `UPLOAD_BYTES` to an endpoint without tool calls; MB/s from the request's
+    /// first byte to the answer's last.
+    fn upload(&mut self) -> Result<f64> {
+        let path = match self.via {
+            Via::Direct | Via::Relay => UPLOAD_PATH.to_owned(),
+            Via::Proxy => format!("/openai{UPLOAD_PATH}"),
+        };
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/octet-stream\r\n\
+             authorization: Bearer bench\r\nx-bench-shape: json\r\ncontent-length: {UPLOAD_BYTES}\r\n\r\n",
+            self.addr
+        );
+        let piece = vec![0x5a_u8; 1 << 20];
+        let sent = Instant::now();
+        self.stream.write_all(head.as_bytes())?;
+        for _ in 0..UPLOAD_BYTES / piece.len() {
+            self.stream
+                .write_all(&piece)
+                .with_context(|| format!("upload via the {}", self.via.label()))?;
+        }
+        let (status, response) = self.read_response(sent, true)?;
+        ensure!(
+            status == 200,
+            "upload via the {}: status {status}: {}",
+            self.via.label(),
+            String::from_utf8_lossy(&response.body)
+        );
+        let seconds = (response.done - sent).as_secs_f64();
+        Ok(UPLOAD_BYTES as f64 / 1e6 / seconds)
+    }
+
     fn read_response(&mut self, sent: Instant, keep: bool) -> Result<(u16, Response)> {
         read_response(&mut self.stream, &mut self.buf, sent, keep)
     }
@@ -960,6 +1012,8 @@ struct Results {
     json: Vec<(Dialect, PerVia<Vec<f64>>)>,
     bulk_mb: f64,
     json_mb: f64,
+    /// MB/s, one per round.
+    upload: Option<PerVia<Vec<f64>>>,
 }
 
 impl Bench {
@@ -1009,6 +1063,12 @@ impl Bench {
                 let json = self.throughput(dialect, Shape::Json, JSON_ROUNDS)?;
                 results.json.push((dialect, json));
             }
+        }
+        if wanted(Measure::Upload) {
+            results.upload = Some(self.rounds(1, UPLOAD_ROUNDS, |bench, via| {
+                let client = bench.clients.get_mut(via).as_mut().context("no client")?;
+                client.upload()
+            })?);
         }
         let mb = |shape| self.answers.get(Dialect::Anthropic, shape).len as f64 / 1e6;
         results.bulk_mb = mb(Shape::Bulk);
@@ -1266,7 +1326,7 @@ fn print_report(options: &Options, results: &Results) {
             false,
         );
     }
-    if !results.bulk.is_empty() {
+    if !results.bulk.is_empty() || results.upload.is_some() {
         println!(
             "  throughput, MB/s (median)                     direct     relay     proxy   proxy/direct  proxy/relay"
         );
@@ -1284,6 +1344,13 @@ fn print_report(options: &Options, results: &Results) {
             &format!("JSON {:.1} MB, {}", results.json_mb, dialect.name()),
             rounds,
         );
+    }
+    if let Some(rounds) = &results.upload {
+        let name = format!(
+            "upload {} MiB to {UPLOAD_PATH}, streamed",
+            UPLOAD_BYTES >> 20
+        );
+        throughput_row(&mut verdicts, &name, rounds);
     }
     print_goals(&verdicts);
 }

@@ -1,6 +1,8 @@
 //! Verdict latency with 100 registered tools: the engine in process, and a round trip over
 //! agentshd's control socket, against a bare round trip over a Unix socket (the floor any
-//! socket protocol pays) in the same run.
+//! socket protocol pays) in the same run; the per-session limits' bookkeeping, which every
+//! control line, proxied connection and request body pays; a provider-side MCP server's call
+//! as the LLM proxy records it.
 //! `cargo run --release -p agentsh --example verdict_bench` (or `make bench`).
 //!
 //! The shipped default policy, with one change for the steady-state lines: 50 000 calls in a
@@ -15,7 +17,10 @@ use std::time::{Duration, Instant};
 use agentsh::api::RemoteDecider;
 use agentsh::audit::NullSink;
 use agentsh::daemon::{self, Daemon, Listener, Settings};
+use agentsh::engine::provider::ProviderCall;
 use agentsh::engine::{Decider, Engine, Rules};
+use agentsh::limits::Budget;
+use agentsh::llm::{Arguments, ToolCall};
 use agentsh::session::{CgroupParent, Sessions};
 use agentsh::store::EventLog;
 use serde_json::{Value, json};
@@ -70,11 +75,11 @@ fn main() {
             home: Some("/home/dev".into()),
             cwd: Some("/home/dev/project".into()),
         };
-        let call = agentsh::llm::ToolCall {
+        let call = ToolCall {
             id: "toolu_1".into(),
             name: name.to_owned(),
             namespace: namespace.map(str::to_owned),
-            arguments: agentsh::llm::Arguments::Object(arguments.cloned().unwrap_or_default()),
+            arguments: Arguments::Object(arguments.cloned().unwrap_or_default()),
         };
         measure(|_| {
             std::hint::black_box(engine.intercepted_call(
@@ -93,6 +98,49 @@ fn main() {
     let gemini = intercepted("mcp_my.fs_tool_99", None);
     let codex = intercepted("tool_99", Some("mcp__my_fs"));
     let native = intercepted("Bash", None);
+
+    // A call the provider made through a provider-side MCP server: decided as an execution,
+    // counted and recorded.
+    let provider_ran = {
+        let engine = Engine::new(
+            Rules::compile(policy.clone()).expect("rules"),
+            None,
+            Arc::new(NullSink),
+        );
+        let session = engine.session(Some("bench"));
+        let call = ToolCall {
+            id: "mcptoolu_1".into(),
+            name: "ask_question".into(),
+            namespace: None,
+            arguments: Arguments::Object(arguments.cloned().unwrap_or_default()),
+        };
+        measure(|_| {
+            std::hint::black_box(engine.provider_call_ran(
+                &session,
+                &ProviderCall {
+                    dialect: agentsh::llm::Dialect::AnthropicMessages,
+                    request_id: "req-1",
+                    server: "wiki",
+                    label: "docs",
+                    named_by_request: true,
+                    call: &call,
+                },
+            ));
+        })
+    };
+
+    // The per-session limits: a share of a budget taken, grown to a control line's size and
+    // given back, among 64 sessions' keys (what each control line and request body pays).
+    let budget = Budget::new("bench bytes", 128 << 20);
+    let keys: Vec<String> = (0..64).map(|i| format!("session-{i}")).collect();
+    let limits = measure(|i| {
+        let mut share = budget.share(&keys[i % keys.len()]);
+        share.resize(300).expect("within the cap");
+        std::hint::black_box(&share);
+    });
+    let no_limits = measure(|i| {
+        std::hint::black_box(keys[i % keys.len()].len());
+    });
 
     // Over the control socket, to a daemon with its event log (events journaled and committed).
     let log = Arc::new(EventLog::open(dir.path()).expect("event log"));
@@ -160,8 +208,12 @@ fn main() {
     report("Gemini CLI's mcp_my.fs_tool_99", gemini);
     report("Codex's namespace mcp__my_fs + tool_99", codex);
     report("a native tool (Bash): every name tried", native);
+    report("a provider-side server's call, recorded", provider_ran);
     report("control socket round trip (agentshd)", round_trip);
     report("bare Unix socket round trip (floor)", bare);
+    println!("per-session limits, per control line or request body:");
+    report("budget share taken and given back", limits);
+    report("no accounting (floor)", no_limits);
 }
 
 fn measure(mut f: impl FnMut(usize)) -> Vec<Duration> {

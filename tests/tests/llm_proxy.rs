@@ -724,3 +724,129 @@ fn an_upstream_certificate_that_does_not_verify_is_refused_before_the_request_le
         assert!(request["stored"].as_u64().is_some_and(|n| n > 0), "{event}");
     }
 }
+
+/// An upstream that reads one request's body without keeping it (Content-Length or chunked)
+/// and answers its size and a checksum as JSON.
+fn counting_upstream() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    let url = format!("http://{}", listener.local_addr().expect("local addr"));
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push(line.to_ascii_lowercase());
+        }
+        let length: Option<u64> = head
+            .iter()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok());
+        let (mut bytes, mut sum) = (0u64, 0u64);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut take = |reader: &mut BufReader<std::net::TcpStream>, mut n: u64| {
+            while n > 0 {
+                let want = buf.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+                let got = reader.read(&mut buf[..want]).unwrap_or(0);
+                if got == 0 {
+                    return;
+                }
+                bytes += got as u64;
+                sum = buf[..got]
+                    .iter()
+                    .fold(sum, |s, b| s.wrapping_mul(31).wrapping_add(u64::from(*b)));
+                n -= got as u64;
+            }
+        };
+        match length {
+            Some(n) => take(&mut reader, n),
+            None => loop {
+                let mut size = String::new();
+                reader.read_line(&mut size).unwrap_or(0);
+                let n = u64::from_str_radix(size.trim(), 16).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                take(&mut reader, n);
+                let mut crlf = String::new();
+                reader.read_line(&mut crlf).unwrap_or(0);
+            },
+        }
+        let body = format!(r#"{{"bytes":{bytes},"sum":{sum}}}"#);
+        let mut stream = stream;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    url
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn request_bodies_nothing_is_judged_in_stream_through_unbuffered() {
+    use std::io::{Read, Write};
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = counting_upstream();
+    // mcp-only: no redaction, so a request to an endpoint without tool calls is not read.
+    let daemon = Daemon::start_with(dir.path(), POLICY, &proxy_config("mcp-only", &upstream));
+    let proxy = daemon.proxy.clone().expect("agentshd serves the proxy");
+    let before = peak_rss_kib(daemon.pid());
+
+    // 200 MiB, past the 64 MiB a judged body may have: buffered, it was refused with 413.
+    const SIZE: u64 = 200 << 20;
+    let mut stream = std::net::TcpStream::connect(&proxy).expect("connect to the proxy");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /openai/v1/files HTTP/1.1\r\nhost: {proxy}\r\ncontent-type: application/octet-stream\r\nconnection: close\r\ncontent-length: {SIZE}\r\n\r\n"
+    )
+    .unwrap();
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let mut expected_sum = 0u64;
+    for _ in 0..SIZE / chunk.len() as u64 {
+        stream.write_all(&chunk).expect("the proxy takes the body");
+        expected_sum = chunk.iter().fold(expected_sum, |s, b| {
+            s.wrapping_mul(31).wrapping_add(u64::from(*b))
+        });
+    }
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["bytes"], json!(SIZE), "the upstream got every byte");
+    assert_eq!(body["sum"], json!(expected_sum), "in order, unchanged");
+
+    let grown_mib = peak_rss_kib(daemon.pid()).saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 48,
+        "agentshd's peak memory grew by {grown_mib} MiB for a 200 MiB body: it was buffered"
+    );
+    let events = daemon.json_lines(&["mcp", "events", "--type", "llm_request", "--json"]);
+    let event = events
+        .iter()
+        .find(|e| e["details"]["path"] == "/v1/files")
+        .unwrap_or_else(|| panic!("no llm_request for /v1/files: {events:?}"));
+    assert_eq!(event["details"]["request_bytes"], json!(SIZE));
+    assert_eq!(event["details"]["request_streamed"], json!(true));
+}

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use flate2::Compression as Level;
 use flate2::write::GzEncoder;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use http_body_util::Full;
 
 use super::logs::{Origin, Record, Rejected, rejected_json, rejected_protobuf};
 use super::protobuf::{Field, Fields};
@@ -114,7 +113,7 @@ impl Collector {
             OtlpProtocol::HttpProtobuf | OtlpProtocol::HttpJson => Bytes::from(compressed),
         };
         let mut request = http::Request::post(self.url.as_str())
-            .body(Full::new(body))
+            .body(crate::proxy::whole_request(body))
             .map_err(|e| Failure::new(e.to_string()))?;
         *request.headers_mut() = self.headers.clone();
         if self.protocol == OtlpProtocol::Grpc {

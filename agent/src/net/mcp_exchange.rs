@@ -14,7 +14,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full, Limited};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::{Body, Frame, Incoming};
 
 use super::mcp_http::{ClientAction, Endpoints, McpHttp, ServerEvents};
@@ -78,7 +78,7 @@ async fn forward(
         ));
     };
     head.headers.remove(header::CONTENT_LENGTH);
-    let request = Request::from_parts(head, Full::new(body));
+    let request = Request::from_parts(head, crate::proxy::whole_request(body));
     let response = origin.send(request).await.map_err(|e| {
         if let OriginError::Fingerprint {
             addr,

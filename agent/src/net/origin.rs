@@ -8,9 +8,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use crate::proxy::RequestBody;
 use http::{Request, Response, Uri};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -68,8 +67,8 @@ type Pending = std::pin::Pin<
 >;
 
 enum Sender {
-    Http1(http1::SendRequest<Full<Bytes>>),
-    Http2(http2::SendRequest<Full<Bytes>>),
+    Http1(http1::SendRequest<RequestBody>),
+    Http2(http2::SendRequest<RequestBody>),
 }
 
 impl Sender {
@@ -126,7 +125,7 @@ impl Origin {
     /// A connection the origin closed since the last request is opened again.
     pub async fn send(
         &self,
-        request: Request<Full<Bytes>>,
+        request: Request<RequestBody>,
     ) -> Result<Response<Incoming>, OriginError> {
         let (mut head, body) = request.into_parts();
         let path = head
@@ -187,7 +186,7 @@ impl Origin {
     /// which becomes the upgraded stream when the origin agrees.
     pub async fn upgrade(
         &self,
-        request: Request<Full<Bytes>>,
+        request: Request<RequestBody>,
     ) -> Result<Response<Incoming>, OriginError> {
         let address = self.address;
         let http_error = |source| OriginError::Http {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 use url::Url;
@@ -220,7 +220,7 @@ async fn fetch_streamable(
                 request = request.header(SESSION_HEADER, session.clone());
             }
             let request = request
-                .body(Full::new(body))
+                .body(crate::proxy::whole_request(body))
                 .map_err(|e| PrefetchError::Protocol(e.to_string()))?;
             let response = origin.send(request).await?;
             let status = response.status();
@@ -255,7 +255,7 @@ async fn fetch_streamable(
             .uri(path)
             .header(SESSION_HEADER, session)
             .header("mcp-protocol-version", PROTOCOL_VERSION)
-            .body(Full::new(Bytes::new()));
+            .body(crate::proxy::whole_request(Bytes::new()));
         if let Ok(request) = request {
             let _ = origin.send(request).await;
         }
@@ -276,7 +276,7 @@ async fn fetch_over_sse(
         .method(Method::GET)
         .uri(path_of(url))
         .header(header::ACCEPT, "text/event-stream")
-        .body(Full::new(Bytes::new()))
+        .body(crate::proxy::whole_request(Bytes::new()))
         .map_err(|e| PrefetchError::Protocol(e.to_string()))?;
     let response = stream_origin.send(request).await?;
     if !response.status().is_success() {
@@ -305,7 +305,7 @@ async fn fetch_over_sse(
                 .method(Method::POST)
                 .uri(endpoint)
                 .header(header::CONTENT_TYPE, "application/json")
-                .body(Full::new(body))
+                .body(crate::proxy::whole_request(body))
                 .map_err(|e| PrefetchError::Protocol(e.to_string()))?;
             let response = post_origin.send(request).await?;
             let status = response.status();

@@ -1,23 +1,98 @@
-//! Response bodies going back to the agent.
+//! Bodies through the proxy: responses going back to the agent, and requests going upstream.
 //!
 //! [`Intercepted`] drives the SSE interceptor as upstream frames arrive: each frame is decoded,
 //! pushed through the dialect's stream, and whatever it releases goes out at once (text
 //! deltas are never held). When upstream ends, fails, or sends bytes that do not decode, the
 //! interceptor finishes: held tool calls are blocked and the stream ends well formed.
 //! [`Observed`] passes a body through untouched, counting it for the record.
+//! [`StreamedRequest`] is a request body the proxy does not read, sent upstream as it arrives.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::time::{Instant, Sleep};
 
 use super::encoding::Decoder;
 use super::judge::ProxyJudge;
 use super::record::Record;
+use super::store::RequestCopy;
 use crate::llm::Stream;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body on its way upstream: whole, or streamed as the agent sends it.
+pub type RequestBody = BoxBody<Bytes, BoxError>;
+
+/// A whole request body.
+pub fn whole_request(bytes: Bytes) -> RequestBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// A request body nothing is judged in (an endpoint without tool calls, `disabled` mode),
+/// streamed upstream frame by frame: the proxy holds one frame at a time, however large the
+/// body. Its bytes are counted and copied for the record as they pass; an agent that stops
+/// sending for `idle` ends it with an error (the upstream sees the request fail).
+pub struct StreamedRequest {
+    incoming: Incoming,
+    copy: RequestCopy,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl StreamedRequest {
+    pub fn new(incoming: Incoming, copy: RequestCopy, idle: Duration) -> Self {
+        Self {
+            incoming,
+            copy,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+}
+
+impl Body for StreamedRequest {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.copy.write(data);
+                }
+                this.deadline.as_mut().reset(Instant::now() + this.idle);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(err))) => Poll::Ready(Some(Err(err.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                Poll::Ready(Some(Err(format!(
+                    "the request body stopped arriving for {}s",
+                    this.idle.as_secs()
+                )
+                .into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.size_hint()
+    }
+}
 
 /// A streamed response, intercepted.
 pub struct Intercepted {

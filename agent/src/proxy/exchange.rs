@@ -1,7 +1,8 @@
 //! One request to a provider and its response.
 //!
-//! The request is read whole (bounded), redacted in `embedded` mode, and sent upstream asking
-//! only for encodings the proxy can decode. A response of a tool-calling endpoint is
+//! A request that is judged (a tool-calling endpoint) or redacted (`embedded` mode) is read
+//! whole, bounded per request, per session and in all, and sent upstream asking only for
+//! encodings the proxy can decode. Any other request body streams upstream as it arrives. A response of a tool-calling endpoint is
 //! intercepted: a stream as it flows, a JSON body once complete. Whatever the proxy cannot
 //! read there (an unknown encoding, a body that does not parse, one past the bound) is
 //! refused, never passed. Other endpoints, error statuses and `disabled` mode pass as they
@@ -18,7 +19,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::Proxy;
-use super::body::{BoxError, Intercepted, Observed};
+use super::body::{BoxError, Intercepted, Observed, StreamedRequest, whole_request};
 use super::connectors::{self, ServerNames};
 use super::encoding::{self, Coding, Decoder};
 use super::judge::ProxyJudge;
@@ -55,10 +56,18 @@ const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 /// and every session together.
 pub(super) const REQUEST_BYTES_PER_SESSION: u64 = 2 * MAX_REQUEST_BYTES as u64;
 pub(super) const REQUEST_BYTES_TOTAL: u64 = 8 * MAX_REQUEST_BYTES as u64;
-/// A request body must arrive within this.
+/// A request body that is read must arrive within this; one that streams may pause this long.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Where the exchange's id is told to the client.
 const REQUEST_ID_HEADER: &str = "x-agentsh-request-id";
+
+/// What the proxy read of a request it judged or redacted.
+#[derive(Default)]
+struct ReadRequest {
+    facts: Option<llm::request::RequestFacts>,
+    /// Its provider-side MCP servers, by label.
+    servers: ServerNames,
+}
 
 impl Proxy {
     /// Answers one request of a client of `session`.
@@ -136,40 +145,24 @@ impl Proxy {
         let intercepting = self.config.mode != ProxyMode::Disabled
             && route.dialect.is_some()
             && request.method() != http::Method::DELETE;
-        let (head, body) = request.into_parts();
-        let (body, _held) =
-            tokio::time::timeout(BODY_TIMEOUT, self.read_request_body(body, record))
-                .await
-                .map_err(|_| {
-                    Refusal::new(
-                        StatusCode::REQUEST_TIMEOUT,
-                        format!(
-                            "the request body did not arrive within {}s",
-                            BODY_TIMEOUT.as_secs()
-                        ),
-                    )
-                })??;
+        let (head, incoming) = request.into_parts();
         let mut headers = head.headers;
-        let body = self.prepare_request(route, &mut headers, body, record, intercepting)?;
-        let servers = match route.dialect {
-            Some(dialect) if intercepting => connectors::judge(dialect, &body, record)?,
-            _ => ServerNames::default(),
+        // Read whole only what must be read: a judged request, or one to redact.
+        let reads_body = intercepting || self.redactor.is_some();
+        // The budget shares are held until the request has gone.
+        let (body, read, _held) = if reads_body {
+            let (body, read, held) = self
+                .read_judged_request(route, &mut headers, incoming, record, intercepting)
+                .await?;
+            (whole_request(body), read, Some(held))
+        } else {
+            record.capture = Capture::open(&self.bodies, &record.request_id);
+            record.extra.insert("request_streamed".into(), json!(true));
+            let copy = record.capture.request_copy();
+            let body = StreamedRequest::new(incoming, copy, BODY_TIMEOUT);
+            (BodyExt::boxed(body), ReadRequest::default(), None)
         };
-        record.request_bytes = body.len() as u64;
-        let facts = route
-            .dialect
-            .and_then(|d| llm::request::facts(d, &route.path_and_query, &body));
-        if let Some(facts) = &facts {
-            record.model.clone_from(&facts.model);
-            record.streamed = facts.stream;
-            // Recorded, not acted on: requests of one session are not one conversation (a
-            // subagent's first request is "new" too), so the model could end a turn at will.
-            record
-                .extra
-                .insert("new_turn".into(), json!(facts.new_turn));
-        }
-        record.capture = Capture::open(&self.bodies, &record.request_id);
-        record.capture.request(&body);
+        let ReadRequest { facts, servers } = read;
 
         strip_hop_by_hop(&mut headers);
         headers.remove(header::HOST);
@@ -192,7 +185,7 @@ impl Proxy {
         let mut upstream_request = Request::builder()
             .method(head.method)
             .uri(&url)
-            .body(Full::new(body))
+            .body(body)
             .map_err(|e| {
                 Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
             })?;
@@ -297,6 +290,51 @@ impl Proxy {
         head.headers.remove(header::CONTENT_LENGTH);
         record.finish("completed", false);
         Ok(Response::from_parts(head, full(body)))
+    }
+
+    /// A request that is judged or redacted: read whole (bounded), decoded and redacted as
+    /// needed, its provider-side MCP servers judged, captured; with what was read of it.
+    async fn read_judged_request(
+        &self,
+        route: &Route,
+        headers: &mut HeaderMap,
+        incoming: Incoming,
+        record: &mut Record,
+        intercepting: bool,
+    ) -> Result<(Bytes, ReadRequest, [crate::limits::Share; 2]), Refusal> {
+        let (body, held) =
+            tokio::time::timeout(BODY_TIMEOUT, self.read_request_body(incoming, record))
+                .await
+                .map_err(|_| {
+                    Refusal::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "the request body did not arrive within {}s",
+                            BODY_TIMEOUT.as_secs()
+                        ),
+                    )
+                })??;
+        let body = self.prepare_request(route, headers, body, record, intercepting)?;
+        let servers = match route.dialect {
+            Some(dialect) if intercepting => connectors::judge(dialect, &body, record)?,
+            _ => ServerNames::default(),
+        };
+        record.request_bytes = body.len() as u64;
+        let facts = route
+            .dialect
+            .and_then(|d| llm::request::facts(d, &route.path_and_query, &body));
+        if let Some(facts) = &facts {
+            record.model.clone_from(&facts.model);
+            record.streamed = facts.stream;
+            // Recorded, not acted on: requests of one session are not one conversation (a
+            // subagent's first request is "new" too), so the model could end a turn at will.
+            record
+                .extra
+                .insert("new_turn".into(), json!(facts.new_turn));
+        }
+        record.capture = Capture::open(&self.bodies, &record.request_id);
+        record.capture.request(&body);
+        Ok((body, ReadRequest { facts, servers }, held))
     }
 
     /// Reads a request body whole, every byte accounted to the session's and the proxy's

@@ -39,7 +39,7 @@ use crate::llm::Limits;
 use crate::llm::dlp::Redactor;
 use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
-pub use body::BoxError;
+pub use body::{BoxError, RequestBody, whole_request};
 pub use exchange::{ResponseBody, Via, full};
 pub use route::{ANTHROPIC_PREFIX, GOOGLE_PREFIX, OPENAI_PREFIX, Provider};
 use upstream::{Upstream, UpstreamError};

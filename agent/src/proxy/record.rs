@@ -137,7 +137,8 @@ impl Record {
             "model": self.model,
             "status": self.status,
             "stream": self.streamed,
-            "request_bytes": self.request_bytes,
+            // A streamed request's bytes are counted as they pass.
+            "request_bytes": self.request_bytes.max(self.capture.request_bytes()),
             "response_bytes": self.response_bytes,
             "tool_calls": self.calls,
             "blocked": self.blocked,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -16,7 +16,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 /// The client every proxied request goes out on.
-pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type Upstream = Client<HttpsConnector<HttpConnector>, super::RequestBody>;
 
 /// Why the upstream client cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +138,7 @@ const MAX_ANSWER: usize = 1024 * 1024;
 /// all within `limit`; Err says why there is no answer, whatever its status.
 pub async fn exchange(
     client: &Upstream,
-    mut request: http::Request<Full<Bytes>>,
+    mut request: http::Request<super::RequestBody>,
     limit: Duration,
 ) -> Result<Answer, String> {
     request
@@ -191,7 +191,9 @@ pub async fn post_json(
     for (name, value) in headers {
         request = request.header(*name, value);
     }
-    let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
+    let request = request
+        .body(super::whole_request(body))
+        .map_err(|e| e.to_string())?;
     match exchange(client, request, limit).await?.status {
         status if status.is_success() => Ok(()),
         status => Err(format!("HTTP {status}")),

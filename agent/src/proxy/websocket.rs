@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use serde_json::json;
@@ -113,7 +113,7 @@ impl Proxy {
         let mut upstream_request = Request::builder()
             .method(http::Method::GET)
             .uri(&url)
-            .body(Full::new(Bytes::new()))
+            .body(crate::proxy::whole_request(Bytes::new()))
             .map_err(|e| {
                 Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
             })?;
