@@ -196,3 +196,14 @@ pub fn tool_names(step: &Value) -> Vec<String> {
         .filter_map(|t| t["name"].as_str().map(str::to_owned))
         .collect()
 }
+
+/// A memory figure of a process from `/proc/PID/status` (`VmRSS`, `VmHWM` ...), in KiB; 0 when
+/// it cannot be read.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}

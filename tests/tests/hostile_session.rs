@@ -194,7 +194,7 @@ fn one_session_cannot_starve_the_control_socket() {
         &[ready.to_str().unwrap(), done.to_str().unwrap()],
     );
     wait_until_ready(&ready);
-    let rss = rss_kib(daemon.pid());
+    let rss = agentsh_tests::proc_status_kib(daemon.pid(), "VmRSS");
     let other = python_session(&daemon, "calm", HELLO, &[]);
     let (during, _) = finish(other, "the other session");
     std::fs::write(&done, "").unwrap();
@@ -223,15 +223,6 @@ fn one_session_cannot_starve_the_control_socket() {
         during.trim(),
         rss / 1024
     );
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 const VICTIM: &str = r#"
@@ -648,7 +639,7 @@ fn one_session_cannot_take_the_llm_proxys_memory() {
         &[host, port, ready.to_str().unwrap(), done.to_str().unwrap()],
     );
     wait_until_ready(&ready);
-    let rss = rss_kib(daemon.pid());
+    let rss = agentsh_tests::proc_status_kib(daemon.pid(), "VmRSS");
     let call = agentsh_tests::llm::sdk_command(&format!(
         "--api anthropic --base-url http://{proxy}/anthropic --scenario anthropic_tools"
     ));

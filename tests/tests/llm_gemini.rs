@@ -11,7 +11,7 @@
 //! Needs root (cgroups), as CI runs.
 
 use agentsh_tests::daemon::{Daemon, skip_unless_root};
-use agentsh_tests::llm::{FakeUpstream, fixture, sdk, summary};
+use agentsh_tests::llm::{FakeUpstream, Job, fixture, in_parallel, sdk, summary};
 use serde_json::{Value, json};
 
 /// The daemon's policy: writes are refused.
@@ -105,25 +105,6 @@ fn through(daemon: &Daemon, scenario: &str, form: Form, extra: &[&str]) -> agent
     args.extend_from_slice(form.flags());
     args.extend_from_slice(extra);
     sdk(&args)
-}
-
-/// A run of the SDK, for [`in_parallel`].
-type Job<'a, T> = Box<dyn FnOnce() -> T + Send + 'a>;
-
-/// Runs `jobs` two at a time (the SDK takes seconds to import on a small machine).
-fn in_parallel<T: Send>(jobs: Vec<Job<'_, T>>) -> Vec<T> {
-    let mut results = Vec::new();
-    let mut jobs = jobs.into_iter();
-    loop {
-        let batch: Vec<_> = jobs.by_ref().take(2).collect();
-        if batch.is_empty() {
-            return results;
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = batch.into_iter().map(|job| scope.spawn(job)).collect();
-            results.extend(handles.into_iter().map(|h| h.join().expect("job")));
-        });
-    }
 }
 
 /// The events of `kind` the daemon recorded, as `agentshctl mcp events --json` prints them.

@@ -10,8 +10,8 @@
 
 use agentsh_tests::daemon::{Daemon, client, skip_unless_root, steps};
 use agentsh_tests::llm::{
-    FakeUpstream, NO_WRITES_NO_MEMORY, RawUpstream, TestCa, fixture, raw_post, sdk, sdk_command,
-    summary,
+    FakeUpstream, NO_WRITES_NO_MEMORY, RawUpstream, TestCa, fixture, in_parallel, raw_post, sdk,
+    sdk_command, summary,
 };
 use serde_json::{Value, json};
 
@@ -49,22 +49,6 @@ fn through(daemon: &Daemon, api: &str, scenario: &str, extra: &[&str]) -> agents
     let mut args = vec!["--api", api, "--base-url", &base, "--scenario", scenario];
     args.extend_from_slice(extra);
     sdk(&args)
-}
-
-/// Runs `jobs` two at a time (the SDKs take seconds to import on a small machine).
-fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
-    let mut results = Vec::new();
-    let mut jobs = jobs.into_iter();
-    loop {
-        let batch: Vec<_> = jobs.by_ref().take(2).collect();
-        if batch.is_empty() {
-            return results;
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = batch.into_iter().map(|job| scope.spawn(job)).collect();
-            results.extend(handles.into_iter().map(|h| h.join().expect("job")));
-        });
-    }
 }
 
 fn names(choice: &Value) -> Vec<&str> {
@@ -789,15 +773,6 @@ fn counting_upstream() -> String {
     url
 }
 
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn request_bodies_nothing_is_judged_in_stream_through_unbuffered() {
     use std::io::{Read, Write};
@@ -809,7 +784,7 @@ fn request_bodies_nothing_is_judged_in_stream_through_unbuffered() {
     // mcp-only: no redaction, so a request to an endpoint without tool calls is not read.
     let daemon = Daemon::start_with(dir.path(), POLICY, &proxy_config("mcp-only", &upstream));
     let proxy = daemon.proxy.clone().expect("agentshd serves the proxy");
-    let before = peak_rss_kib(daemon.pid());
+    let before = agentsh_tests::proc_status_kib(daemon.pid(), "VmHWM");
 
     // 200 MiB, past the 64 MiB a judged body may have: buffered, it was refused with 413.
     const SIZE: u64 = 200 << 20;
@@ -837,7 +812,8 @@ fn request_bodies_nothing_is_judged_in_stream_through_unbuffered() {
     assert_eq!(body["bytes"], json!(SIZE), "the upstream got every byte");
     assert_eq!(body["sum"], json!(expected_sum), "in order, unchanged");
 
-    let grown_mib = peak_rss_kib(daemon.pid()).saturating_sub(before) / 1024;
+    let grown_mib =
+        agentsh_tests::proc_status_kib(daemon.pid(), "VmHWM").saturating_sub(before) / 1024;
     assert!(
         grown_mib < 48,
         "agentshd's peak memory grew by {grown_mib} MiB for a 200 MiB body: it was buffered"

@@ -879,13 +879,40 @@ mod host_defaults {
             .collect()
     }
 
+    /// A host tool's call as `dialect` carries it, judged in a workspace under /home/dev.
+    fn host_call(
+        engine: &Engine,
+        session: &Session,
+        dialect: Dialect,
+        name: &str,
+        arguments: Value,
+    ) -> CallVerdict {
+        let Value::Object(arguments) = arguments else {
+            unreachable!("an object")
+        };
+        let call = ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            namespace: None,
+            arguments: Arguments::Object(arguments),
+        };
+        engine.intercepted_call(
+            session,
+            &Intercepted {
+                dialect,
+                request_id: "r",
+                call: &call,
+                patterns: &default_tool_names(),
+                workspace: &Workspace {
+                    home: Some("/home/dev".into()),
+                    cwd: Some("/home/dev/project".into()),
+                },
+            },
+        )
+    }
+
     /// The command as each agent's shell call, judged; the blocking verdicts' rules.
     fn judge(engine: &Engine, session: &Session, command: &str) -> Vec<Option<String>> {
-        let workspace = Workspace {
-            home: Some("/home/dev".into()),
-            cwd: Some("/home/dev/project".into()),
-        };
-        let patterns = default_tool_names();
         [
             (
                 "Bash",
@@ -905,25 +932,7 @@ mod host_defaults {
         ]
         .into_iter()
         .map(|(name, arguments, dialect)| {
-            let Value::Object(arguments) = arguments else {
-                unreachable!("an object")
-            };
-            let call = ToolCall {
-                id: "c".into(),
-                name: name.into(),
-                namespace: None,
-                arguments: Arguments::Object(arguments),
-            };
-            let verdict = engine.intercepted_call(
-                session,
-                &Intercepted {
-                    dialect,
-                    request_id: "r",
-                    call: &call,
-                    patterns: &patterns,
-                    workspace: &workspace,
-                },
-            );
+            let verdict = host_call(engine, session, dialect, name, arguments);
             verdict
                 .blocks()
                 .then(|| format!("{}: {}", verdict.rule, verdict.reason))
@@ -970,33 +979,15 @@ mod host_defaults {
     fn writes_edits_reads_and_fetches() {
         let (engine, _) = engine_with(&shipped("policies/default.yaml"), None);
         let session = engine.session(Some("s"));
-        let workspace = Workspace {
-            home: Some("/home/dev".into()),
-            cwd: Some("/home/dev/project".into()),
-        };
-        let patterns = default_tool_names();
         let verdict = |name: &str, arguments: Value| {
-            let Value::Object(arguments) = arguments else {
-                unreachable!("an object")
-            };
-            let call = ToolCall {
-                id: "c".into(),
-                name: name.into(),
-                namespace: None,
-                arguments: Arguments::Object(arguments),
-            };
-            engine
-                .intercepted_call(
-                    &session,
-                    &Intercepted {
-                        dialect: Dialect::AnthropicMessages,
-                        request_id: "r",
-                        call: &call,
-                        patterns: &patterns,
-                        workspace: &workspace,
-                    },
-                )
-                .blocks()
+            host_call(
+                &engine,
+                &session,
+                Dialect::AnthropicMessages,
+                name,
+                arguments,
+            )
+            .blocks()
         };
         for (name, arguments) in [
             (

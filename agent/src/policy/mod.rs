@@ -257,23 +257,7 @@ fn argument_rules(
     // selectors.
     let spellings: OnceCell<Vec<(&str, normalize::Forms)>> = OnceCell::new();
     let all_strings: OnceCell<Vec<Form>> = OnceCell::new();
-    let any_string = || {
-        all_strings
-            .get_or_init(|| {
-                spellings
-                    .get_or_init(|| {
-                        let mut raw = Vec::new();
-                        for value in arguments.values() {
-                            collect_strings(value, &mut raw);
-                        }
-                        raw.into_iter().map(|r| (r, normalize::forms(r))).collect()
-                    })
-                    .iter()
-                    .map(|(raw, forms)| Form::new(raw, forms))
-                    .collect()
-            })
-            .as_slice()
-    };
+    let any_string = || string_forms(arguments, &spellings, &all_strings);
     let mut best: Option<&Rule> = None;
     for rule in &policy.rules {
         if best.is_some_and(|b| rule.decision <= b.decision) {
@@ -305,6 +289,28 @@ fn argument_rules(
             "no rule matched".to_owned(),
         ),
     }
+}
+
+/// Every string in `arguments` (at any depth) with its spellings, worked out on first use and
+/// kept in the two cells (the forms borrow the spellings), once for all `*` selectors.
+fn string_forms<'a>(
+    arguments: &'a Map<String, Value>,
+    spellings: &'a OnceCell<Vec<(&'a str, normalize::Forms)>>,
+    forms: &'a OnceCell<Vec<Form<'a>>>,
+) -> &'a [Form<'a>] {
+    forms.get_or_init(|| {
+        spellings
+            .get_or_init(|| {
+                let mut raw = Vec::new();
+                for value in arguments.values() {
+                    collect_strings(value, &mut raw);
+                }
+                raw.into_iter().map(|r| (r, normalize::forms(r))).collect()
+            })
+            .iter()
+            .map(|(raw, forms)| Form::new(raw, forms))
+            .collect()
+    })
 }
 
 /// An argument value and the other spellings a server may act on, each prepared once for all
@@ -478,23 +484,7 @@ fn decide_host_enforced(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
     }
     let spellings: OnceCell<Vec<(&str, normalize::Forms)>> = OnceCell::new();
     let all_strings: OnceCell<Vec<Form>> = OnceCell::new();
-    let any_string = || {
-        all_strings
-            .get_or_init(|| {
-                spellings
-                    .get_or_init(|| {
-                        let mut raw = Vec::new();
-                        for value in call.view.values() {
-                            collect_strings(value, &mut raw);
-                        }
-                        raw.into_iter().map(|r| (r, normalize::forms(r))).collect()
-                    })
-                    .iter()
-                    .map(|(raw, forms)| Form::new(raw, forms))
-                    .collect()
-            })
-            .as_slice()
-    };
+    let any_string = || string_forms(call.view, &spellings, &all_strings);
     let mut best: Option<&crate::config::HostRule> = None;
     for rule in &policy.host_rules {
         if best.is_some_and(|b| rule.decision <= b.decision) {

@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::Proxy;
-use super::body::{BoxError, Intercepted, Observed, StreamedRequest, whole_request};
+use super::body::{BoxError, Intercepted, Observed, RequestBody, StreamedRequest, whole_request};
 use super::connectors::{self, ServerNames};
 use super::encoding::{self, Coding, Decoder};
 use super::judge::ProxyJudge;
@@ -177,32 +177,9 @@ impl Proxy {
                 headers.insert(header::ACCEPT_ENCODING, value);
             }
         }
-        let url = match via {
-            Via::Configured => route.upstream_url(self.upstream_base(route)),
-            // The origin names its own authority; the path is what the client asked.
-            Via::Origin { .. } => route.path_and_query.clone(),
-        };
-        let mut upstream_request = Request::builder()
-            .method(head.method)
-            .uri(&url)
-            .body(body)
-            .map_err(|e| {
-                Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
-            })?;
-        *upstream_request.headers_mut() = headers;
-        let response = match via {
-            Via::Configured => self.upstream.request(upstream_request).await.map_err(|e| {
-                Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
-            })?,
-            Via::Origin { origin, .. } => origin.send(upstream_request).await.map_err(|e| {
-                Refusal::bad_gateway(format!(
-                    "upstream {} ({}): {}",
-                    origin.authority(),
-                    origin.address(),
-                    error_chain(&e)
-                ))
-            })?,
-        };
+        let response = self
+            .send_upstream(route, via, (head.method, headers), body, Carry::Request)
+            .await?;
 
         let (mut head, upstream_body) = response.into_parts();
         record.status = Some(head.status.as_u16());
@@ -450,6 +427,51 @@ impl Proxy {
         Ok(redaction.body.map_or(body, Bytes::from))
     }
 
+    /// Sends a request upstream by `via`, to the route's path there; the answer, or why there
+    /// is none.
+    pub(super) async fn send_upstream(
+        &self,
+        route: &Route,
+        via: Via<'_>,
+        (method, headers): (http::Method, HeaderMap),
+        body: RequestBody,
+        carry: Carry,
+    ) -> Result<Response<Incoming>, Refusal> {
+        let url = match via {
+            Via::Configured => route.upstream_url(self.upstream_base(route)),
+            // The origin names its own authority; the path is what the client asked.
+            Via::Origin { .. } => route.path_and_query.clone(),
+        };
+        let mut request = Request::builder()
+            .method(method)
+            .uri(&url)
+            .body(body)
+            .map_err(|e| {
+                Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
+            })?;
+        *request.headers_mut() = headers;
+        match via {
+            // The pooled client hands an upgraded connection over by itself.
+            Via::Configured => {
+                self.upstream.request(request).await.map_err(|e| {
+                    Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
+                })
+            }
+            Via::Origin { origin, .. } => match carry {
+                Carry::Request => origin.send(request).await,
+                Carry::Upgrade => origin.upgrade(request).await,
+            }
+            .map_err(|e| {
+                Refusal::bad_gateway(format!(
+                    "upstream {} ({}): {}",
+                    origin.authority(),
+                    origin.address(),
+                    error_chain(&e)
+                ))
+            }),
+        }
+    }
+
     /// Where the explicit proxy sends a route's requests.
     pub(super) fn upstream_base(&self, route: &Route) -> &url::Url {
         match route.provider {
@@ -473,6 +495,15 @@ impl Proxy {
             &record.request_id,
         )
     }
+}
+
+/// How a request travels to an origin.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Carry {
+    /// On the origin's shared connection.
+    Request,
+    /// On a connection of its own that becomes the upgraded stream (a WebSocket handshake).
+    Upgrade,
 }
 
 /// Why the proxy answers in place of the upstream.
@@ -600,7 +631,7 @@ fn google_status(status: StatusCode) -> &'static str {
 }
 
 /// An error and its causes on one line (hyper's errors say little at the top).
-pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -30,7 +30,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 
 use super::Proxy;
 use super::body::Observed;
-use super::exchange::{Refusal, Via, error_chain};
+use super::exchange::{Carry, Refusal, Via};
 use super::judge::ProxyJudge;
 use super::record::Record;
 use super::route::Route;
@@ -106,32 +106,17 @@ impl Proxy {
         }
         let mut headers = request.headers().clone();
         strip_for_upstream(&mut headers);
-        let url = match via {
-            Via::Configured => route.upstream_url(self.upstream_base(route)),
-            Via::Origin { .. } => route.path_and_query.clone(),
-        };
-        let mut upstream_request = Request::builder()
-            .method(http::Method::GET)
-            .uri(&url)
-            .body(crate::proxy::whole_request(Bytes::new()))
-            .map_err(|e| {
-                Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
-            })?;
-        *upstream_request.headers_mut() = headers;
         let client_upgrade = hyper::upgrade::on(&mut request);
-        let response = match via {
-            Via::Configured => self.upstream.request(upstream_request).await.map_err(|e| {
-                Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
-            })?,
-            Via::Origin { origin, .. } => origin.upgrade(upstream_request).await.map_err(|e| {
-                Refusal::bad_gateway(format!(
-                    "upstream {} ({}): {}",
-                    origin.authority(),
-                    origin.address(),
-                    error_chain(&e)
-                ))
-            })?,
-        };
+        let body = crate::proxy::whole_request(Bytes::new());
+        let response = self
+            .send_upstream(
+                route,
+                via,
+                (http::Method::GET, headers),
+                body,
+                Carry::Upgrade,
+            )
+            .await?;
         record.status = Some(response.status().as_u16());
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
             // The upstream declined: its answer, as it is (a client falls back to HTTP on it).
