@@ -117,6 +117,97 @@ test "$SSL_CERT_FILE" = "$NODE_EXTRA_CA_CERTS" || exit 8
     );
 }
 
+/// B2 (issue 18), inside a session on the kernel path: a request naming a denied server for
+/// the provider to call is refused before it leaves, and the calls the provider makes through
+/// an allowed one are recorded under the session as calls of the server its URL names.
+#[test]
+fn provider_side_mcp_servers_are_judged_and_their_calls_recorded_in_a_session() {
+    if !can_load_hooks("transparent_connectors") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "upstream");
+    let names = ["api.anthropic.com", "api.openai.com"];
+    let cert = ca.issue(dir.path(), "providers", &names);
+    let upstream = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.5", 443);
+    let daemon = Daemon::start_with(
+        dir.path(),
+        r#"
+sandbox:
+  mcp:
+    servers:
+      - {id: wiki, type: http, url: "https://mcp.deepwiki.com/mcp"}
+      - {id: evil, type: http, url: "https://evil.example/mcp"}
+    denied_servers: [evil]
+    denied_tools: [{server: wiki, tool: delete_page}]
+"#,
+        &format!(
+            "tls:\n  extra_roots: [\"{}\"]\nkernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.5]\n",
+            ca.pem.display()
+        ),
+    );
+    let evil = sdk_command(
+        "--api anthropic --base-url https://api.anthropic.com --scenario anthropic_connector --mcp-server docs=https://evil.example/mcp",
+    );
+    let anthropic = sdk_command(
+        "--api anthropic --base-url https://api.anthropic.com --scenario anthropic_connector --mcp-server docs=https://mcp.deepwiki.com/mcp --stream",
+    );
+    let responses = sdk_command(
+        "--api responses --base-url https://api.openai.com/v1 --scenario responses_connector --mcp-server docs=https://mcp.deepwiki.com/mcp",
+    );
+    let script = format!(
+        r#"{evil} 2>&1 | grep -q "server 'evil' is denied" || exit 7
+{anthropic} && {responses}"#
+    );
+    let script = with_hosts(dir.path(), "127.0.0.5", &names, &script);
+    let out = daemon.run_session("connectors", &script);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let answers = steps(&out.stdout);
+    assert_eq!(answers.len(), 2, "{}", out.stdout);
+    // The request for approval of a denied tool never reached the agent.
+    let responses_text = answers[1]["choices"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        responses_text.contains("[agentsh] Tool 'delete_page' blocked by policy"),
+        "{}",
+        answers[1]
+    );
+    // The refused request never reached the upstream; the two allowed ones did.
+    assert_eq!(upstream.requests().len(), 2);
+
+    let session = daemon.session_id("connectors");
+    let events = daemon.json_lines(&["mcp", "events", "--session", &session, "--json"]);
+    let of = |kind: &str| -> Vec<(String, String, String)> {
+        events
+            .iter()
+            .filter(|e| e["event"] == kind && e["details"]["provider_side"] == true)
+            .map(|e| {
+                let field = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (field(&e["server"]), field(&e["tool"]), field(&e["action"]))
+            })
+            .collect()
+    };
+    let connections = of("mcp_network_connection");
+    assert!(
+        connections.contains(&("evil".into(), String::new(), "block".into())),
+        "{connections:?}"
+    );
+    let mut called = of("mcp_tool_called");
+    called.sort();
+    let expected = [
+        ("wiki", "ask_question", "allow"),
+        ("wiki", "ask_question", "allow"),
+        ("wiki", "delete_page", "alert"),
+    ]
+    .map(|(s, t, a)| (s.to_owned(), t.to_owned(), a.to_owned()));
+    assert_eq!(called, expected, "{events:#?}");
+    assert_eq!(
+        of("mcp_tool_call_intercepted"),
+        [("wiki".into(), "delete_page".into(), "block".into())]
+    );
+}
+
 /// B1 (issue 18): an agent that reaches the provider by its own name on another port its
 /// edge serves, or by address with no name at all, is judged all the same. The agent here
 /// trusts the upstream's CA itself (as it trusts the real provider's), so a spliced connection
