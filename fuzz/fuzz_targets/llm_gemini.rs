@@ -6,124 +6,47 @@
 //! stays within a few times the input.
 #![no_main]
 
-use agentsh::llm::{Dialect, Limits, Stream, rewrite_body};
-use agentsh_fuzz::{
-    Cuts, FuzzJudge, Input, Mutation, SmallLimits, assert_only_allowed_calls, assert_utf8, gemini,
-    mutate, run_both,
-};
-use arbitrary::{Arbitrary, Unstructured};
+use agentsh::llm::{Dialect, Stream};
+use agentsh_fuzz::dialect::{BodyCase, DialectTarget, Framing, StreamCase, StructuredInput};
+use agentsh_fuzz::gemini;
+use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
+const SSE: Framing = Framing::sse(|output| gemini::client_calls_sse(output).into());
+
+/// Google's stream without `alt=sse`, a JSON array of chunks: an interceptor of its own (the
+/// dialect is Google's anyway).
+const JSON_ARRAY: Framing = Framing {
+    interceptor: |_, limits| Stream::gemini_json_array(limits),
+    client_calls: |output| gemini::client_calls_array(output).into(),
+};
+
+static GEMINI: DialectTarget = DialectTarget {
+    dialect: Dialect::GeminiGenerateContent,
+    framings: &[SSE, JSON_ARRAY],
+    body_calls: gemini::body_calls,
+};
+
+/// The same generated stream, rendered for either framing.
 #[derive(Arbitrary, Debug)]
 enum Structured {
-    Sse {
-        stream: gemini::Stream,
-        cuts: Cuts,
-        limits: Option<SmallLimits>,
-        mutations: Vec<Mutation>,
-    },
-    Array {
-        stream: gemini::Stream,
-        cuts: Cuts,
-        limits: Option<SmallLimits>,
-        mutations: Vec<Mutation>,
-    },
-    Body {
-        chunks: Vec<gemini::Chunk>,
-        list: bool,
-        mutations: Vec<Mutation>,
-    },
+    Sse(StreamCase<gemini::Stream>),
+    Array(StreamCase<gemini::Stream>),
+    Body(BodyCase<gemini::Body>),
 }
 
-fn check_sse(bytes: &[u8], cuts: &Cuts, limits: Limits) {
-    let (out, judge) = run_both(
-        || Stream::new(Dialect::GeminiGenerateContent, limits),
-        bytes,
-        cuts,
-    );
-    assert_utf8(&out);
-    assert_only_allowed_calls(&gemini::client_calls_sse(&out), &judge, &out);
-}
-
-fn check_array(bytes: &[u8], cuts: &Cuts, limits: Limits) {
-    let (out, judge) = run_both(|| Stream::gemini_json_array(limits), bytes, cuts);
-    assert_utf8(&out);
-    assert_only_allowed_calls(&gemini::client_calls_array(&out), &judge, &out);
-}
-
-fn check_body(body: &[u8]) {
-    let mut judge = FuzzJudge::default();
-    let passed = match rewrite_body(Dialect::GeminiGenerateContent, body, &mut judge) {
-        Ok(Some(rewritten)) => rewritten,
-        Ok(None) => body.to_vec(),
-        Err(_) => return,
-    };
-    agentsh_fuzz::assert_bounded_output(body.len(), &passed);
-    assert_only_allowed_calls(&gemini::body_calls(&passed), &judge, &passed);
+impl StructuredInput for Structured {
+    fn check(self, target: &DialectTarget) {
+        match self {
+            Structured::Sse(case) => case.check(target, &SSE, gemini::Stream::render_sse),
+            Structured::Array(case) => {
+                case.check(target, &JSON_ARRAY, gemini::Stream::render_array)
+            }
+            Structured::Body(case) => case.check(target),
+        }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
-    match Input::of(data) {
-        None => {}
-        Some(Input::Raw {
-            kind,
-            limits,
-            cuts,
-            bytes,
-        }) => match kind % 3 {
-            0 => check_sse(bytes, &cuts, limits),
-            1 => check_array(bytes, &cuts, limits),
-            _ => check_body(bytes),
-        },
-        Some(Input::Structured(rest)) => {
-            let Ok(input) = Structured::arbitrary_take_rest(Unstructured::new(rest)) else {
-                return;
-            };
-            match input {
-                Structured::Sse {
-                    stream,
-                    cuts,
-                    limits,
-                    mutations,
-                } => {
-                    let mut bytes = stream.render_sse();
-                    mutate(&mut bytes, &mutations);
-                    check_sse(
-                        &bytes,
-                        &cuts,
-                        limits.map_or_else(Limits::default, SmallLimits::limits),
-                    );
-                }
-                Structured::Array {
-                    stream,
-                    cuts,
-                    limits,
-                    mutations,
-                } => {
-                    let mut bytes = stream.render_array();
-                    mutate(&mut bytes, &mutations);
-                    check_array(
-                        &bytes,
-                        &cuts,
-                        limits.map_or_else(Limits::default, SmallLimits::limits),
-                    );
-                }
-                Structured::Body {
-                    chunks,
-                    list,
-                    mutations,
-                } => {
-                    let rendered: Vec<String> =
-                        chunks.iter().take(4).map(gemini::Chunk::render).collect();
-                    let mut bytes = if list || rendered.len() != 1 {
-                        format!("[{}]", rendered.join(",")).into_bytes()
-                    } else {
-                        rendered[0].clone().into_bytes()
-                    };
-                    mutate(&mut bytes, &mutations);
-                    check_body(&bytes);
-                }
-            }
-        }
-    }
+    GEMINI.check::<Structured>(data);
 });

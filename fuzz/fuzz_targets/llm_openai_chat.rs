@@ -4,82 +4,17 @@
 //! depend on the split, and it stays within a few times the input.
 #![no_main]
 
-use agentsh::llm::{Dialect, Limits, Stream, rewrite_body};
-use agentsh_fuzz::{
-    Cuts, FuzzJudge, Input, Mutation, SmallLimits, assert_only_allowed_calls, assert_utf8, chat,
-    mutate, run_both,
-};
-use arbitrary::{Arbitrary, Unstructured};
+use agentsh::llm::Dialect;
+use agentsh_fuzz::chat;
+use agentsh_fuzz::dialect::{DialectTarget, Framing, StreamOrBody};
 use libfuzzer_sys::fuzz_target;
 
-#[derive(Arbitrary, Debug)]
-enum Structured {
-    Stream {
-        stream: chat::Stream,
-        cuts: Cuts,
-        limits: Option<SmallLimits>,
-        mutations: Vec<Mutation>,
-    },
-    Body {
-        body: chat::Body,
-        mutations: Vec<Mutation>,
-    },
-}
-
-fn check_stream(bytes: &[u8], cuts: &Cuts, limits: Limits) {
-    let (out, judge) = run_both(|| Stream::new(Dialect::OpenAiChat, limits), bytes, cuts);
-    assert_utf8(&out);
-    assert_only_allowed_calls(&chat::client_calls(&out), &judge, &out);
-}
-
-fn check_body(body: &[u8]) {
-    let mut judge = FuzzJudge::default();
-    let passed = match rewrite_body(Dialect::OpenAiChat, body, &mut judge) {
-        Ok(Some(rewritten)) => rewritten,
-        Ok(None) => body.to_vec(),
-        Err(_) => return,
-    };
-    agentsh_fuzz::assert_bounded_output(body.len(), &passed);
-    assert_only_allowed_calls(&chat::body_calls(&passed), &judge, &passed);
-}
+static OPENAI_CHAT: DialectTarget = DialectTarget {
+    dialect: Dialect::OpenAiChat,
+    framings: &[Framing::sse(|output| chat::client_calls(output).into())],
+    body_calls: chat::body_calls,
+};
 
 fuzz_target!(|data: &[u8]| {
-    match Input::of(data) {
-        None => {}
-        Some(Input::Raw {
-            kind,
-            limits,
-            cuts,
-            bytes,
-        }) => {
-            if kind % 2 == 0 {
-                check_stream(bytes, &cuts, limits);
-            } else {
-                check_body(bytes);
-            }
-        }
-        Some(Input::Structured(rest)) => {
-            let Ok(input) = Structured::arbitrary_take_rest(Unstructured::new(rest)) else {
-                return;
-            };
-            match input {
-                Structured::Stream {
-                    stream,
-                    cuts,
-                    limits,
-                    mutations,
-                } => {
-                    let mut bytes = stream.render();
-                    mutate(&mut bytes, &mutations);
-                    let limits = limits.map_or_else(Limits::default, SmallLimits::limits);
-                    check_stream(&bytes, &cuts, limits);
-                }
-                Structured::Body { body, mutations } => {
-                    let mut bytes = body.render();
-                    mutate(&mut bytes, &mutations);
-                    check_body(&bytes);
-                }
-            }
-        }
-    }
+    OPENAI_CHAT.check::<StreamOrBody<chat::Stream, chat::Body>>(data);
 });

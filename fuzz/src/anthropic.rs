@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use arbitrary::Arbitrary;
 use serde_json::Value;
 
+use crate::dialect::Render;
 use crate::shape::{Args, Name, Style, json_string, split_text, sse_event};
 use crate::{SeenCall, arguments_of_text};
 
@@ -148,8 +149,8 @@ impl Renderer {
     }
 }
 
-impl Stream {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Stream {
+    fn render(&self) -> Vec<u8> {
         let mut r = Renderer {
             out: String::new(),
             next: 0,
@@ -486,8 +487,8 @@ pub enum BodyBlock {
     Other(u8),
 }
 
-impl Body {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Body {
+    fn render(&self) -> Vec<u8> {
         let blocks: Vec<String> = self
             .blocks
             .iter()

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use arbitrary::Arbitrary;
 use serde_json::Value;
 
+use crate::dialect::Render;
 use crate::shape::{Args, Name, Style, json_string, split_text, sse_event};
 use crate::{SeenCall, arguments_of_text};
 
@@ -95,8 +96,8 @@ fn fragment(index: u8, id: bool, kind: u8, function: &str) -> String {
     )
 }
 
-impl Stream {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Stream {
+    fn render(&self) -> Vec<u8> {
         let template = if self.big_template {
             format!(
                 r#""id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":{},"system_fingerprint":"fp""#,
@@ -406,8 +407,8 @@ pub struct Body {
     pub object: u8,
 }
 
-impl Body {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Body {
+    fn render(&self) -> Vec<u8> {
         let choices: Vec<String> = self
             .choices
             .iter()

@@ -6,6 +6,7 @@ use arbitrary::Arbitrary;
 use serde_json::Value;
 
 use crate::SeenCall;
+use crate::dialect::Render;
 use crate::shape::{Args, Name, Style, json_string, sse_event};
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -44,6 +45,14 @@ pub enum Piece {
     Chunk(Chunk, Style),
     Raw(String),
     Comment,
+}
+
+/// A buffered response: one chunk, or a list of them.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Body {
+    pub chunks: Vec<Chunk>,
+    /// A list even when there is one chunk.
+    pub list: bool,
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -137,6 +146,16 @@ impl Chunk {
             format!(r#"{{{error}"x":{response}}}"#)
         } else {
             response
+        }
+    }
+}
+
+impl Render for Body {
+    fn render(&self) -> Vec<u8> {
+        let rendered: Vec<String> = self.chunks.iter().take(4).map(Chunk::render).collect();
+        match rendered.as_slice() {
+            [only] if !self.list => only.clone().into_bytes(),
+            _ => format!("[{}]", rendered.join(",")).into_bytes(),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Shared pieces of the fuzz targets: split points taken from the fuzz input, a judge that
 //! blocks a known set of tool names and remembers what it decided, an SSE reader written
 //! independently of agentsh's (as a client reads a stream), and structured generators of each
-//! LLM dialect's streams whose tool calls a client model then reads back from the output.
+//! LLM dialect's streams whose tool calls a client model then reads back from the output, and
+//! the harness the dialect targets share ([`dialect`]).
 
 pub mod anthropic;
 pub mod chat;
+pub mod dialect;
 pub mod gemini;
 pub mod responses;
 pub mod shape;
@@ -458,48 +460,4 @@ impl<'a> Input<'a> {
             bytes,
         })
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Known panics, not fixed yet.
-
-/// Runs `f`; a panic raised in a source file ending with `file` whose message contains
-/// `message` (a known bug, with its reproducer under `fuzz/regressions/`) makes this return
-/// None instead of failing the target, so the target keeps finding other bugs. Every other
-/// panic fails the target as usual.
-pub fn tolerating_known_panic<R>(
-    file: &'static str,
-    message: &'static str,
-    f: impl FnOnce() -> R,
-) -> Option<R> {
-    use std::sync::Once;
-    static INSTALL: Once = Once::new();
-    KNOWN.with(|known| known.set(Some((file, message))));
-    INSTALL.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let text = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied())
-                .unwrap_or_default();
-            let known = KNOWN
-                .with(std::cell::Cell::get)
-                .is_some_and(|(file, message)| {
-                    info.location().is_some_and(|l| l.file().ends_with(file))
-                        && text.contains(message)
-                });
-            if !known {
-                previous(info);
-            }
-        }));
-    });
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    KNOWN.with(|known| known.set(None));
-    result.ok()
-}
-
-thread_local! {
-    static KNOWN: std::cell::Cell<Option<(&'static str, &'static str)>> = const { std::cell::Cell::new(None) };
 }

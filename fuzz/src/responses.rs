@@ -4,6 +4,7 @@
 use arbitrary::Arbitrary;
 use serde_json::{Map, Value};
 
+use crate::dialect::{ClientCalls, Render};
 use crate::shape::{Args, Name, Style, json_string, split_text, sse_event};
 use crate::{SeenCall, arguments_of_text};
 
@@ -135,8 +136,8 @@ fn call_item(
     }
 }
 
-impl Stream {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Stream {
+    fn render(&self) -> Vec<u8> {
         let mut r = Renderer {
             out: String::new(),
             sequence: 0,
@@ -352,9 +353,9 @@ fn item_call(item: &Value) -> Option<(String, Option<String>, Option<Value>)> {
 /// The calls a client acts on: `output_item.done` items and the terminal event's output
 /// (checked in full), and the name of each `output_item.added` call (checked for a blocked
 /// name only: its arguments come later).
-pub fn client_calls(output: &[u8]) -> (Vec<SeenCall>, Vec<SeenCall>) {
-    let mut full = Vec::new();
-    let mut named = Vec::new();
+pub fn client_calls(output: &[u8]) -> ClientCalls {
+    let mut assembled = Vec::new();
+    let mut announced = Vec::new();
     for (position, (_, value)) in crate::client_event_values(output).into_iter().enumerate() {
         let kind = value
             .get("type")
@@ -374,12 +375,20 @@ pub fn client_calls(output: &[u8]) -> (Vec<SeenCall>, Vec<SeenCall>) {
         match kind {
             "response.output_item.added" => {
                 if let Some(item) = value.get("item") {
-                    seen(item, format!("item added by event {position}"), &mut named);
+                    seen(
+                        item,
+                        format!("item added by event {position}"),
+                        &mut announced,
+                    );
                 }
             }
             "response.output_item.done" => {
                 if let Some(item) = value.get("item") {
-                    seen(item, format!("item done by event {position}"), &mut full);
+                    seen(
+                        item,
+                        format!("item done by event {position}"),
+                        &mut assembled,
+                    );
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
@@ -392,7 +401,7 @@ pub fn client_calls(output: &[u8]) -> (Vec<SeenCall>, Vec<SeenCall>) {
                         seen(
                             item,
                             format!("output {i} of terminal event {position}"),
-                            &mut full,
+                            &mut assembled,
                         );
                     }
                 }
@@ -400,7 +409,10 @@ pub fn client_calls(output: &[u8]) -> (Vec<SeenCall>, Vec<SeenCall>) {
             _ => {}
         }
     }
-    (full, named)
+    ClientCalls {
+        assembled,
+        announced,
+    }
 }
 
 /// The calls of a buffered response body.
@@ -433,8 +445,8 @@ pub struct Body {
     pub object: u8,
 }
 
-impl Body {
-    pub fn render(&self) -> Vec<u8> {
+impl Render for Body {
+    fn render(&self) -> Vec<u8> {
         let items: Vec<String> = self
             .items
             .iter()
