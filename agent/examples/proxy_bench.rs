@@ -26,22 +26,25 @@
 //! for minutes after many deletions, the previous run's cleanup among them).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod support;
 
-use support::agentshd::Agentshd;
-use support::http::{READ_TIMEOUT, Response, read_response};
-use support::stats::{median, stats};
+use support::agentshd::{self, Agentshd};
+use support::http::{Response, connect, first_difference, read_response};
+use support::report::{cpus, print_goals_heading, print_latency_row, verdict};
+use support::stats::{latencies, median, stats};
+use support::upstream::{
+    EventWriter, LAST_CHUNK, SendLog, Upstream, not_found, push_chunk, read_request_head, words,
+};
 
 /// First-event requests per path, on one keep-alive connection.
 const FIRST_EVENT_REQUESTS: usize = 500;
@@ -80,7 +83,7 @@ fn main() {
 fn run() -> Result<()> {
     let options = Options::parse()?;
     let answers = Arc::new(Answers::build());
-    let upstream = Upstream::start(Arc::clone(&answers))?;
+    let upstream = start_upstream(Arc::clone(&answers))?;
     let relay = start_relay(upstream.addr)?;
     let (daemon, proxy) = start_agentshd(&options, upstream.addr)?;
     let mut bench = Bench::new(upstream, answers, relay, proxy)?;
@@ -132,7 +135,7 @@ impl Options {
         let mut options = Self {
             mode: "mcp-only".to_owned(),
             store_bodies: true,
-            agentshd: default_agentshd()?,
+            agentshd: agentshd::default_binary()?,
             only: None,
         };
         let mut args = std::env::args().skip(1);
@@ -155,11 +158,7 @@ impl Options {
                 _ => bail!("unknown argument {arg}; {}", usage()),
             }
         }
-        ensure!(
-            options.agentshd.is_file(),
-            "no agentshd at {}: build it first (cargo build --release -p agentsh --bin agentshd) or pass --agentshd PATH",
-            options.agentshd.display()
-        );
+        agentshd::ensure_built(&options.agentshd)?;
         Ok(options)
     }
 }
@@ -169,16 +168,6 @@ fn usage() -> String {
         "usage: proxy_bench [--mode mcp-only|embedded|disabled] [--no-bodies] [--only {}] [--agentshd PATH]",
         Measure::NAMES
     )
-}
-
-/// The release agentshd next to this example (target/release/examples/proxy_bench).
-fn default_agentshd() -> Result<PathBuf> {
-    let me = std::env::current_exe().context("this program's own path")?;
-    let release = me
-        .parent()
-        .and_then(Path::parent)
-        .context("this program is not in a target directory")?;
-    Ok(release.join("agentshd"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,9 +320,9 @@ fn answer(dialect: Dialect, shape: Shape) -> Answer {
             let body = text_stream(dialect, BULK_BYTES / per_delta).concat();
             let mut framed = Vec::with_capacity(body.len() + body.len() / BULK_CHUNK * 12 + 8);
             for piece in body.chunks(BULK_CHUNK) {
-                chunk(&mut framed, piece);
+                push_chunk(&mut framed, piece);
             }
-            framed.extend_from_slice(b"0\r\n\r\n");
+            framed.extend_from_slice(LAST_CHUNK);
             Answer {
                 events: Vec::new(),
                 len: body.len(),
@@ -360,10 +349,6 @@ fn sse(name: Option<&str>, data: &Value) -> Vec<u8> {
         Some(name) => format!("event: {name}\ndata: {data}\n\n").into_bytes(),
         None => format!("data: {data}\n\n").into_bytes(),
     }
-}
-
-fn words(i: usize) -> String {
-    format!("word{i} and some more text to read ")
 }
 
 /// A tool call the policy allows (an MCP tool, so the engine decides it).
@@ -536,93 +521,21 @@ fn json_body(dialect: Dialect) -> String {
     .to_string()
 }
 
-/// Appends `data` as one chunk of a chunked body.
-fn chunk(out: &mut Vec<u8>, data: &[u8]) {
-    let _ = write!(out, "{:x}\r\n", data.len());
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-}
-
 // ---------------------------------------------------------------------------------------------
-// The fake upstream: HTTP/1.1 keep-alive on 127.0.0.2, on its own thread and runtime.
+// The fake upstream: HTTP/1.1 keep-alive on 127.0.0.2 (support::upstream), what it answers.
 
-/// When each event of each request was written, by request id.
-type SendLog = Arc<Mutex<HashMap<u64, Vec<Instant>>>>;
-
-struct Upstream {
-    addr: SocketAddr,
-    log: SendLog,
-}
-
-impl Upstream {
-    fn start(answers: Arc<Answers>) -> Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.2:0")
-            .context("bind the fake upstream on 127.0.0.2")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let log = SendLog::default();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("the fake upstream's runtime")?;
-        let state = Arc::new(UpstreamState {
-            log: Arc::clone(&log),
-            answers,
-        });
-        std::thread::Builder::new()
-            .name("upstream".into())
-            .spawn(move || runtime.block_on(serve_upstream(listener, state)))
-            .context("the fake upstream's thread")?;
-        Ok(Self { addr, log })
-    }
-
-    /// When each event of request `id` was written (all of them: the client read the end).
-    fn take_sent(&self, id: u64) -> Vec<Instant> {
-        lock(&self.log).remove(&id).unwrap_or_default()
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-struct UpstreamState {
-    log: SendLog,
-    answers: Arc<Answers>,
-}
-
-async fn serve_upstream(listener: std::net::TcpListener, state: Arc<UpstreamState>) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(err) => {
-            eprintln!("proxy_bench: upstream: cannot listen: {err}");
-            return;
-        }
-    };
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let state = Arc::clone(&state);
-                tokio::spawn(async move {
-                    if let Err(err) = upstream_connection(stream, state).await {
-                        eprintln!("proxy_bench: upstream: {err:#}");
-                    }
-                });
-            }
-            Err(err) => {
-                eprintln!("proxy_bench: upstream: accept: {err}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+/// The upstream (support::upstream) answering with `answers`.
+fn start_upstream(answers: Arc<Answers>) -> Result<Upstream> {
+    Upstream::start("proxy_bench", move |stream, log| {
+        upstream_connection(stream, log, Arc::clone(&answers))
+    })
 }
 
 /// One connection: requests answered in turn until the peer closes it.
 async fn upstream_connection(
     stream: tokio::net::TcpStream,
-    state: Arc<UpstreamState>,
+    log: SendLog,
+    answers: Arc<Answers>,
 ) -> Result<()> {
     // Each event is a small write: Nagle would hold it back until the previous one is acked.
     stream.set_nodelay(true)?;
@@ -637,15 +550,11 @@ async fn upstream_connection(
             continue;
         }
         let Some(dialect) = Dialect::of_path(&request.path) else {
-            let text = format!("no such path {}", request.path);
-            let head = format!(
-                "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
-                text.len()
-            );
-            write.write_all(format!("{head}{text}").as_bytes()).await?;
+            let answer = not_found(&format!("no such path {}", request.path));
+            write.write_all(answer.as_bytes()).await?;
             continue;
         };
-        let answer = state.answers.get(dialect, request.shape);
+        let answer = answers.get(dialect, request.shape);
         match request.shape {
             Shape::Json => {
                 let head = format!(
@@ -660,14 +569,7 @@ async fn upstream_connection(
                 write.write_all(&answer.framed).await?;
             }
             Shape::Short | Shape::Text | Shape::Tool => {
-                write_events(
-                    &mut write,
-                    &state.log,
-                    request.id,
-                    answer,
-                    request.shape.gap(),
-                )
-                .await?;
+                write_events(&mut write, &log, request.id, answer, request.shape.gap()).await?;
             }
         }
     }
@@ -677,8 +579,7 @@ async fn upstream_connection(
 const EVENT_STREAM_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nrequest-id: req_bench\r\ntransfer-encoding: chunked\r\n\r\n";
 
 /// An answer's events, one chunk and one write each, `gap` apart; the head goes with the
-/// first. Each write's instant is logged just before it, so a latency never comes out
-/// negative for a reader woken before the writer returns.
+/// first.
 async fn write_events(
     write: &mut tokio::net::tcp::OwnedWriteHalf,
     log: &SendLog,
@@ -691,19 +592,15 @@ async fn write_events(
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks
     });
-    let mut frame = EVENT_STREAM_HEAD.to_vec();
+    let mut out = EventWriter::new(write, EVENT_STREAM_HEAD, log, id);
     for event in &answer.events {
         if let Some(ticks) = &mut ticks {
             // The first tick is immediate.
             ticks.tick().await;
         }
-        chunk(&mut frame, event);
-        lock(log).entry(id).or_default().push(Instant::now());
-        write.write_all(&frame).await?;
-        frame.clear();
+        out.event(event).await?;
     }
-    write.write_all(b"0\r\n\r\n").await?;
-    Ok(())
+    out.finish().await
 }
 
 struct UpstreamRequest {
@@ -716,41 +613,20 @@ struct UpstreamRequest {
 async fn read_request(
     read: &mut tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
 ) -> Result<Option<UpstreamRequest>> {
-    let mut line = String::new();
-    if read.read_line(&mut line).await? == 0 {
+    let Some(head) = read_request_head(read).await? else {
         return Ok(None);
-    }
-    let path = line
-        .split_whitespace()
-        .nth(1)
-        .with_context(|| format!("a bad request line {line:?}"))?
-        .to_owned();
-    let (mut length, mut shape, mut id) = (0usize, None, 0u64);
-    loop {
-        line.clear();
-        ensure!(
-            read.read_line(&mut line).await? > 0,
-            "the connection closed inside a request head"
-        );
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let (name, value) = header
-            .split_once(':')
-            .with_context(|| format!("a bad header line {header:?}"))?;
-        let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-length" => length = value.parse().context("content-length")?,
-            "transfer-encoding" => bail!("a chunked request body (the proxy sends lengths)"),
+    };
+    let (mut shape, mut id) = (None, 0u64);
+    for (name, value) in &head.headers {
+        match name.as_str() {
             "x-bench-shape" => shape = Some(Shape::parse(value)?),
             "x-bench-id" => id = value.parse().context("x-bench-id")?,
             _ => {}
         }
     }
     // Read and dropped, a piece at a time (uploads are large).
-    let mut piece = vec![0; length.min(1 << 20)];
-    let mut left = length;
+    let mut piece = vec![0; head.content_length.min(1 << 20)];
+    let mut left = head.content_length;
     while left > 0 {
         let n = left.min(piece.len());
         read.read_exact(&mut piece[..n])
@@ -759,7 +635,11 @@ async fn read_request(
         left -= n;
     }
     let shape = shape.context("a request without x-bench-shape")?;
-    Ok(Some(UpstreamRequest { path, shape, id }))
+    Ok(Some(UpstreamRequest {
+        path: head.path,
+        shape,
+        id,
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -822,19 +702,17 @@ async fn relay_connection(mut client: tokio::net::TcpStream, upstream: SocketAdd
 
 /// agentshd with the bench's upstream as both providers', and its proxy's address.
 fn start_agentshd(options: &Options, upstream: SocketAddr) -> Result<(Agentshd, SocketAddr)> {
-    // An empty policy: every call is allowed, so every answer passes byte for byte. The
-    // kernel's hooks are off: this measures the explicit proxy (transparent_bench measures the
-    // kernel's path).
-    let daemon = Agentshd::start(&options.agentshd, "", |_| {
-        format!(
-            "kernel: {{enforcement: off}}\n\
-             proxy: {{listen: \"127.0.0.1:0\", mode: {}, bodies: {{store: {}}}}}\n\
-             providers: {{anthropic: {{upstream: \"http://{upstream}\"}}, openai: {{upstream: \"http://{upstream}\"}}}}\n",
+    // The explicit proxy only: transparent_bench measures the kernel's path.
+    Agentshd::start_explicit_proxy(
+        &options.agentshd,
+        &format!(
+            "mode: {}, bodies: {{store: {}}}",
             options.mode, options.store_bodies
-        )
-    })?;
-    let proxy = daemon.address_after("LLM proxy on http://")?;
-    Ok((daemon, proxy))
+        ),
+        &format!(
+            "anthropic: {{upstream: \"http://{upstream}\"}}, openai: {{upstream: \"http://{upstream}\"}}"
+        ),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -875,11 +753,8 @@ struct Client {
 
 impl Client {
     fn connect(addr: SocketAddr, via: Via) -> Result<Self> {
-        let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT)
-            .with_context(|| format!("connect to the {} at {addr}", via.label()))?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(READ_TIMEOUT))?;
-        stream.set_write_timeout(Some(READ_TIMEOUT))?;
+        let stream =
+            connect(addr).with_context(|| format!("connect to the {} at {addr}", via.label()))?;
         Ok(Self {
             stream,
             addr,
@@ -1109,7 +984,7 @@ impl Bench {
         let client = self.clients.get_mut(via).as_mut().context("no client")?;
         let response = client.exchange(dialect, shape, id)?;
         self.check(via, dialect, shape, &response)?;
-        Ok((response, self.upstream.take_sent(id)))
+        Ok((response, self.upstream.log.take(id).at))
     }
 
     /// Every path must deliver what the upstream sent, byte for byte (every call is allowed).
@@ -1122,17 +997,13 @@ impl Bench {
             response.body_len,
             answer.len
         );
-        if !answer.body.is_empty() && response.body != answer.body {
-            let at = response
-                .body
-                .iter()
-                .zip(&answer.body)
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            let from = at.saturating_sub(80);
+        if !answer.body.is_empty()
+            && let Some(difference) = first_difference(&response.body, &answer.body)
+        {
             bail!(
-                "{what}: the body differs from the upstream's at byte {at} (a call blocked?): {}",
-                String::from_utf8_lossy(&response.body[from..(at + 200).min(response.body.len())])
+                "{what}: the body differs from the upstream's at byte {} (a call blocked?): {}",
+                difference.at,
+                difference.around
             );
         }
         ensure!(
@@ -1160,7 +1031,7 @@ impl Bench {
             bench.next_id += 1;
             let response = client.exchange(Dialect::Anthropic, Shape::Short, id)?;
             bench.check(via, Dialect::Anthropic, Shape::Short, &response)?;
-            bench.upstream.take_sent(id);
+            bench.upstream.log.take(id);
             Ok(response.events[0] - start)
         })
     }
@@ -1225,21 +1096,6 @@ impl Bench {
     }
 }
 
-/// Read minus written, event by event.
-fn latencies(read: &[Instant], written: &[Instant]) -> Result<Vec<Duration>> {
-    ensure!(
-        read.len() == written.len(),
-        "{} events read, {} written",
-        read.len(),
-        written.len()
-    );
-    Ok(read
-        .iter()
-        .zip(written)
-        .map(|(r, w)| r.saturating_duration_since(*w))
-        .collect())
-}
-
 fn flatten(streams: PerVia<Vec<Vec<Duration>>>) -> Samples {
     let mut out = PerVia::default();
     for via in Via::ALL {
@@ -1259,15 +1115,15 @@ struct Verdicts {
 }
 
 fn print_report(options: &Options, results: &Results) {
-    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
-        "LLM proxy on loopback: agentshd (mode {}, bodies {}) vs direct to the upstream, and a bare TCP relay (the floor of any extra hop); {cpus} CPUs; keep-alive unless said",
+        "LLM proxy on loopback: agentshd (mode {}, bodies {}) vs direct to the upstream, and a bare TCP relay (the floor of any extra hop); {} CPUs; keep-alive unless said",
         options.mode,
         if options.store_bodies {
             "stored"
         } else {
             "not stored"
-        }
+        },
+        cpus()
     );
     let mut verdicts = Verdicts::default();
     if results.first_event.is_some()
@@ -1362,22 +1218,9 @@ fn latency_block(verdicts: &mut Verdicts, name: &str, samples: &Samples, counts:
     let direct = stats(&samples.direct);
     for via in Via::ALL {
         let s = stats(samples.get(via));
-        let mut line = format!(
-            "    {:<40} {:>9.1} {:>9.1} {:>9.1}",
-            via.label(),
-            s.p50,
-            s.p99,
-            s.max
-        );
-        if via != Via::Direct {
-            let _ = write!(
-                line,
-                "   added p50 {:+.1}, p99 {:+.1}",
-                s.p50 - direct.p50,
-                s.p99 - direct.p99
-            );
-        }
-        println!("{line}");
+        let added = [("p50", s.p50 - direct.p50), ("p99", s.p99 - direct.p99)];
+        let added: &[_] = if via == Via::Direct { &[] } else { &added };
+        print_latency_row(via.label(), 40, &[s.p50, s.p99, s.max], added);
         if via == Via::Proxy && counts {
             verdicts
                 .added_p99
@@ -1399,17 +1242,17 @@ fn throughput_row(verdicts: &mut Verdicts, name: &str, rounds: &PerVia<Vec<f64>>
 fn print_goals(verdicts: &Verdicts) {
     let worst_ratio = verdicts.ratios.iter().min_by(|a, b| a.1.total_cmp(&b.1));
     let worst_added = verdicts.added_p99.iter().max_by(|a, b| a.1.total_cmp(&b.1));
-    println!("  goals (printed, never asserted; a small VM is noisy):");
+    print_goals_heading();
     if let Some((name, ratio)) = worst_ratio {
         println!(
             "    pass-through within 2x of a plain copy (proxy >= 0.5x direct): {} (lowest {ratio:.2}x, {name})",
-            if *ratio >= 0.5 { "met" } else { "NOT met" }
+            verdict(*ratio >= 0.5)
         );
     }
     if let Some((name, added)) = worst_added {
         println!(
             "    p99 added latency under 1 ms on loopback: {} (highest +{:.0} µs, {})",
-            if *added < 1000.0 { "met" } else { "NOT met" },
+            verdict(*added < 1000.0),
             added,
             name.trim()
         );

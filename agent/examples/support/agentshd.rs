@@ -9,12 +9,32 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 /// agentshd prints its ready line within this.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// agentshd stops within this after SIGTERM, or is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The release agentshd next to the running example (target/release/examples/NAME).
+pub fn default_binary() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("this program's own path")?;
+    let release = me
+        .parent()
+        .and_then(Path::parent)
+        .context("this program is not in a target directory")?;
+    Ok(release.join("agentshd"))
+}
+
+/// Fails with how to build `binary` when it is missing, before anything starts.
+pub fn ensure_built(binary: &Path) -> Result<()> {
+    ensure!(
+        binary.is_file(),
+        "no agentshd at {}: build it first (cargo build --release -p agentsh --bin agentshd) or pass --agentshd PATH",
+        binary.display()
+    );
+    Ok(())
+}
 
 pub struct Agentshd {
     child: Child,
@@ -71,6 +91,26 @@ impl Agentshd {
             ),
         }
         Ok(daemon)
+    }
+
+    /// agentshd as an explicit proxy only, and that proxy's address: the kernel's hooks off, the
+    /// proxy on a free loopback port with `proxy_options` added, `providers` the providers'
+    /// map inside its braces. The policy is empty: every call is allowed, so every answer
+    /// passes byte for byte.
+    pub fn start_explicit_proxy(
+        binary: &Path,
+        proxy_options: &str,
+        providers: &str,
+    ) -> Result<(Self, SocketAddr)> {
+        let daemon = Self::start(binary, "", |_| {
+            format!(
+                "kernel: {{enforcement: off}}\n\
+                 proxy: {{listen: \"127.0.0.1:0\", {proxy_options}}}\n\
+                 providers: {{{providers}}}\n"
+            )
+        })?;
+        let proxy = daemon.address_after("LLM proxy on http://")?;
+        Ok((daemon, proxy))
     }
 
     /// Its control socket.

@@ -1,7 +1,9 @@
 //! HTTP/1.1 responses as the benchmarks' clients read them: blocking, from any byte stream
-//! (TCP or TLS), the head then the body (Content-Length or chunked), each SSE event timed.
+//! (TCP or TLS), the head then the body (Content-Length or chunked), each SSE event timed; and
+//! the clients' connections.
 
 use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -10,6 +12,39 @@ use anyhow::{Context, Result, bail, ensure};
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// No response takes longer in all.
 pub const RESPONSE_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A client's connection to `addr`: no Nagle (requests and events are small writes), and no
+/// read or write that waits longer than `READ_TIMEOUT`.
+pub fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    Ok(stream)
+}
+
+/// Where a body read differs from the one sent: the first differing byte (or where the shorter
+/// ends), and the text read around it.
+pub struct Difference {
+    pub at: usize,
+    /// From 80 bytes before `at` to 200 after, as far as the body read goes.
+    pub around: String,
+}
+
+/// `None` when `read` is `sent`, byte for byte.
+pub fn first_difference(read: &[u8], sent: &[u8]) -> Option<Difference> {
+    if read == sent {
+        return None;
+    }
+    let at = read
+        .iter()
+        .zip(sent)
+        .position(|(a, b)| a != b)
+        .unwrap_or(read.len().min(sent.len()));
+    let from = at.saturating_sub(80);
+    let around = String::from_utf8_lossy(&read[from..(at + 200).min(read.len())]).into_owned();
+    Some(Difference { at, around })
+}
 
 /// Reads one whole response from `stream` through `buf`, for a request sent at `sent`; the
 /// body is kept when `keep` (else only counted). The stream's read timeout is the caller's.
