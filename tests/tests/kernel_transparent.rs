@@ -129,7 +129,8 @@ fn provider_side_mcp_servers_are_judged_and_their_calls_recorded_in_a_session() 
     let ca = TestCa::new(dir.path(), "upstream");
     let names = ["api.anthropic.com", "api.openai.com"];
     let cert = ca.issue(dir.path(), "providers", &names);
-    let upstream = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.5", 443);
+    // An address of its own: this file's tests run at once, each upstream on its port 443.
+    let upstream = FakeUpstream::start_tls_at(dir.path(), &cert, "127.0.0.14", 443);
     let daemon = Daemon::start_with(
         dir.path(),
         r#"
@@ -142,7 +143,7 @@ sandbox:
     denied_tools: [{server: wiki, tool: delete_page}]
 "#,
         &format!(
-            "tls:\n  extra_roots: [\"{}\"]\nkernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.5]\n",
+            "tls:\n  extra_roots: [\"{}\"]\nkernel:\n  enforcement: required\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.14]\n",
             ca.pem.display()
         ),
     );
@@ -159,7 +160,7 @@ sandbox:
         r#"{evil} 2>&1 | grep -q "server 'evil' is denied" || exit 7
 {anthropic} && {responses}"#
     );
-    let script = with_hosts(dir.path(), "127.0.0.5", &names, &script);
+    let script = with_hosts(dir.path(), "127.0.0.14", &names, &script);
     let out = daemon.run_session("connectors", &script);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     let answers = steps(&out.stdout);
