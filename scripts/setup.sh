@@ -64,10 +64,11 @@ npm_peers() {
 npm_peers "$here/tests/peers" "test peers"
 
 # Python runs test peers, each from a venv of its own beside its requirements.txt: the fake LLM
-# upstream and the official Anthropic and OpenAI SDK clients (tests/peers/llm), and an OTLP
-# collector stand-in on grpcio and the official OpenTelemetry protos (tests/peers/otlp). Debian's
-# python3 lacks ensurepip (so venv) without python3-venv; a python3 that already has both
-# (pyenv, say) is used as it is.
+# upstream and the official Anthropic and OpenAI SDK clients (tests/peers/llm), an OTLP collector
+# stand-in on grpcio and the official OpenTelemetry protos (tests/peers/otlp), and a server and
+# client on the official MCP Python SDK 2.x, which speaks both protocol eras (tests/peers/mcp2).
+# Debian's python3 lacks ensurepip (so venv) without python3-venv; a python3 that already has
+# both (pyenv, say) is used as it is.
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_install python3 python3-venv
 python_peers() {
   local dir="$here/tests/peers/$1" venv="$here/tests/peers/$1/.venv"
@@ -86,6 +87,7 @@ python_peers() {
 }
 python_peers llm
 python_peers otlp
+python_peers mcp2
 
 # The real coding agents the end-to-end tests run under `agentshctl run` (tests/peers/agents,
 # pinned in its lock; only with --tests): npm skips their install scripts, so Claude Code's

@@ -15,6 +15,7 @@ pub mod agents;
 pub mod daemon;
 pub mod kernel;
 pub mod llm;
+pub mod mcp2;
 pub mod network;
 pub mod packages;
 pub mod recorder;

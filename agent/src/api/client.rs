@@ -20,8 +20,8 @@ use super::protocol::{
 };
 use crate::audit::Event;
 use crate::engine::{
-    BinaryVerdict, CallVerdict, DecideError, Decider, ListVerdict, OutputVerdict, RequestVerdict,
-    ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, DecideError, Decider, ListVerdict,
+    OutputVerdict, RequestVerdict, ServerSetup,
 };
 use crate::registry::ServerOrigin;
 
@@ -432,6 +432,15 @@ impl Decider for RemoteDecider {
             &ServerRequestArgs {
                 server: server.to_owned(),
                 method: method.to_owned(),
+            },
+        )
+    }
+
+    fn withheld_capabilities(&self, server: &str) -> Result<CapabilityVerdict, DecideError> {
+        self.call(
+            ops::WITHHELD_CAPABILITIES,
+            &ServerArgs {
+                server: server.to_owned(),
             },
         )
     }

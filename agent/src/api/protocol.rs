@@ -110,6 +110,7 @@ pub mod ops {
     pub const TOOL_CALL: &str = "mcp.tool_call";
     pub const OUTPUT: &str = "mcp.output";
     pub const SERVER_REQUEST: &str = "mcp.server_request";
+    pub const WITHHELD_CAPABILITIES: &str = "mcp.withheld_capabilities";
     pub const RECORD: &str = "mcp.record";
     /// Turns the connection into a stream of [`super::Notice`]s for one server's tools.
     pub const WATCH: &str = "mcp.watch";

@@ -207,6 +207,11 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             let a: ServerRequestArgs = args(raw)?;
             ok(&engine.server_request(&verdict_session(daemon, peer), &a.server, &a.method))
         }
+        ops::WITHHELD_CAPABILITIES => {
+            // The policy is the session's; the server is named for the day it is per server.
+            let _: ServerArgs = args(raw)?;
+            ok(&engine.withheld_capabilities(&verdict_session(daemon, peer)))
+        }
         ops::RECORD => {
             let a: RecordArgs = args(raw)?;
             let mut event = a.event;

@@ -6,7 +6,8 @@ use std::sync::{Arc, mpsc};
 use serde_json::{Map, Value};
 
 use super::verdict::{
-    BinaryVerdict, CallVerdict, ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, ListVerdict, OutputVerdict, RequestVerdict,
+    ServerSetup,
 };
 use super::{Engine, Session};
 use crate::audit::Event;
@@ -40,6 +41,8 @@ pub trait Decider: Send + Sync {
         output: &Value,
     ) -> Result<OutputVerdict, DecideError>;
     fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError>;
+    /// The client capabilities `server` must not be told of (see [`CapabilityVerdict`]).
+    fn withheld_capabilities(&self, server: &str) -> Result<CapabilityVerdict, DecideError>;
     /// Something the interception point saw and handled itself (a refused message, filtered
     /// environment variables).
     fn record(&self, event: Event);
@@ -105,6 +108,10 @@ impl Decider for Local {
 
     fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError> {
         Ok(self.engine.server_request(&self.session, server, method))
+    }
+
+    fn withheld_capabilities(&self, _server: &str) -> Result<CapabilityVerdict, DecideError> {
+        Ok(self.engine.withheld_capabilities(&self.session))
     }
 
     fn record(&self, event: Event) {

@@ -25,7 +25,8 @@ use serde_json::json;
 pub use decider::{DecideError, Decider, Local};
 pub use intercept::Intercepted;
 pub use verdict::{
-    BinaryVerdict, CallVerdict, ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, ListVerdict, OutputVerdict, RequestVerdict,
+    ServerSetup,
 };
 
 use crate::analyzer::{RateLimiter, SessionHistory, look_alike};

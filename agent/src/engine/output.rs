@@ -6,8 +6,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{
-    BinaryVerdict, DecideError, Engine, OutputVerdict, RequestVerdict, ServerSetup, Session, lock,
-    read, write,
+    BinaryVerdict, CapabilityVerdict, DecideError, Engine, OutputVerdict, RequestVerdict,
+    ServerSetup, Session, lock, read, write,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::config::{self, PinAction, RequestAction};
@@ -99,6 +99,25 @@ impl Engine {
             block: enforced,
             reason: if enforced { reason } else { String::new() },
         }
+    }
+
+    /// The client capabilities the session's servers must not be told of: those whose
+    /// requests the policy refuses (enforced). Nothing is recorded: the requests themselves
+    /// are, if they come.
+    pub fn withheld_capabilities(&self, session: &Session) -> CapabilityVerdict {
+        let rules = session.rules();
+        let policy = rules.mcp();
+        let requests = &policy.server_requests;
+        let withhold = [
+            ("sampling", requests.sampling),
+            ("elicitation", requests.elicitation),
+            ("roots", requests.roots),
+        ]
+        .into_iter()
+        .filter(|(_, action)| *action == RequestAction::Block && policy.enforce_policy)
+        .map(|(capability, _)| capability.to_owned())
+        .collect();
+        CapabilityVerdict { withhold }
     }
 
     /// A request from the server to the client (sampling, elicitation, roots). Other methods

@@ -52,6 +52,13 @@ pub struct OutputVerdict {
     pub reason: String,
 }
 
+/// The client capabilities a server must not be told of: the kinds of server requests
+/// (`sampling`, `elicitation`, `roots`) the policy refuses, so the server does not ask at all.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CapabilityVerdict {
+    pub withhold: Vec<String>,
+}
+
 /// The verdict on a server-to-client request (sampling, elicitation, roots).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RequestVerdict {

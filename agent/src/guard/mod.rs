@@ -8,6 +8,13 @@
 //! Fail closed: a client message that might be a tools/call and cannot be classified, a
 //! duplicate or unknown id, an oversize line, a response nobody asked for: refused or dropped,
 //! with an error to whoever waits for an answer and an audit event.
+//!
+//! Both MCP eras: the server requests a 2025-11-25 server sends on its own and the input
+//! requests a 2026-07-28 result carries ([`input_required`]) are judged alike, and the client
+//! capabilities the policy refuses are withheld from whatever declares them ([`capabilities`]).
+
+mod capabilities;
+mod input_required;
 
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -80,6 +87,9 @@ pub struct Guard {
     // A short-held lock: the two relay directions share one guard and must not wait on each
     // other's policy work, only on these map operations.
     client_pending: Mutex<HashMap<Id, Pending>>,
+    /// The client capabilities the policy withholds, asked once it matters (a request declares
+    /// capabilities), and again after a failure.
+    withheld: Mutex<Option<Arc<[String]>>>,
 }
 
 impl Guard {
@@ -89,6 +99,7 @@ impl Guard {
             decider,
             max_message_bytes,
             client_pending: Mutex::default(),
+            withheld: Mutex::default(),
         }
     }
 
@@ -144,18 +155,27 @@ impl Guard {
                     }
                     Outcome::default()
                 }
+                ClientCheck::Rewrite(pending, bytes) => {
+                    if let Some((id, pending)) = pending {
+                        lock(&self.client_pending).insert(id, pending);
+                    }
+                    Outcome {
+                        forward: Forward::Replaced(bytes),
+                        reply: Vec::new(),
+                    }
+                }
                 ClientCheck::Refuse(reply) => Outcome {
                     forward: Forward::Drop,
                     reply: reply.unwrap_or_default(),
                 },
             },
-            Frame::Batch(messages) => self.client_batch(&messages),
+            Frame::Batch(messages) => self.client_batch(line, &messages),
         }
     }
 
     /// A batch passes whole or not at all: forwarding part of it would need the server's batch
     /// answer merged with ours, and a refused element is a reason to distrust the rest.
-    fn client_batch(&self, messages: &[Message]) -> Outcome {
+    fn client_batch(&self, line: &[u8], messages: &[Message]) -> Outcome {
         let mut checks = Vec::with_capacity(messages.len());
         let mut seen_ids = std::collections::HashSet::new();
         for message in messages {
@@ -176,20 +196,38 @@ impl Guard {
                 self.check_client_message(message)
             });
         }
-        if checks.iter().all(|c| matches!(c, ClientCheck::Forward(_))) {
-            for check in checks {
-                if let ClientCheck::Forward(Some((id, pending))) = check {
+        if !checks.iter().any(|c| matches!(c, ClientCheck::Refuse(_))) {
+            let rewritten = checks.iter().any(|c| matches!(c, ClientCheck::Rewrite(..)));
+            let mut parts = Vec::with_capacity(messages.len());
+            for (message, check) in messages.iter().zip(checks) {
+                let (pending, part) = match check {
+                    ClientCheck::Forward(pending) => (pending, message.raw(line).to_vec()),
+                    ClientCheck::Rewrite(pending, mut bytes) => {
+                        trim_newline(&mut bytes);
+                        (pending, bytes)
+                    }
+                    ClientCheck::Refuse(_) => unreachable!("none was refused"),
+                };
+                if let Some((id, pending)) = pending {
                     lock(&self.client_pending).insert(id, pending);
                 }
+                parts.push(part);
             }
-            return Outcome::default();
+            return Outcome {
+                forward: if rewritten {
+                    Forward::Replaced(batch_of(&parts))
+                } else {
+                    Forward::Original
+                },
+                reply: Vec::new(),
+            };
         }
         let mut replies: Vec<Vec<u8>> = Vec::new();
         for (message, check) in messages.iter().zip(checks) {
             match check {
                 ClientCheck::Refuse(Some(reply)) => replies.push(reply),
                 ClientCheck::Refuse(None) => {}
-                ClientCheck::Forward(_) => {
+                ClientCheck::Forward(_) | ClientCheck::Rewrite(..) => {
                     if let Kind::Request { id, .. } = message.kind() {
                         replies.push(error_response(
                             id,
@@ -254,26 +292,85 @@ impl Guard {
                     self.record(self.refused(text, "client"));
                     return ClientCheck::Refuse(reply_to(Some(id), codes::REFUSED, text));
                 }
-                let pending = match method {
-                    Method::ToolsCall => return self.check_tool_call(id, message),
-                    Method::ToolsList => Pending::ToolsList,
-                    Method::ResourcesRead => Pending::Content {
-                        method: "resources/read",
-                    },
-                    Method::PromptsGet => Pending::Content {
-                        method: "prompts/get",
-                    },
-                    // A task's result can be a deferred tool result.
-                    Method::TasksResult => Pending::Content {
-                        method: "tasks/result",
-                    },
-                    _ => Pending::Other,
+                let check = match method {
+                    Method::ToolsCall => self.check_tool_call(id, message),
+                    other => ClientCheck::Forward(Some((id.clone(), Pending::of(other)))),
                 };
-                ClientCheck::Forward(Some((id.clone(), pending)))
+                self.withhold_capabilities(id, method, message, check)
             }
         }
     }
 
+    /// A request that declares client capabilities the policy withholds is sent without them.
+    fn withhold_capabilities(
+        &self,
+        id: &Id,
+        method: &Method,
+        message: &Message,
+        check: ClientCheck,
+    ) -> ClientCheck {
+        let initialize = *method == Method::Initialize;
+        let pending = match check {
+            ClientCheck::Forward(pending) => pending,
+            ClientCheck::Rewrite(..) | ClientCheck::Refuse(_) => return check,
+        };
+        if !capabilities::declares_any(message.value(), initialize) {
+            return ClientCheck::Forward(pending);
+        }
+        let withhold = match self.withheld_capabilities() {
+            Ok(withhold) => withhold,
+            Err(err) => {
+                let text = format!(
+                    "agentsh: {} refused (fail closed): which client capabilities to withhold from server '{}' is unknown: {err}",
+                    method.as_str(),
+                    self.server
+                );
+                self.record(self.refused(text.clone(), "client"));
+                return ClientCheck::Refuse(Some(error_response(id, codes::REFUSED, &text, None)));
+            }
+        };
+        match capabilities::without(message.value(), initialize, &withhold) {
+            Some(rewritten) => {
+                let mut bytes = rewritten.to_string().into_bytes();
+                bytes.push(b'\n');
+                ClientCheck::Rewrite(pending, bytes)
+            }
+            None => ClientCheck::Forward(pending),
+        }
+    }
+
+    fn withheld_capabilities(&self) -> Result<Arc<[String]>, crate::engine::DecideError> {
+        if let Some(known) = lock(&self.withheld).as_ref() {
+            return Ok(Arc::clone(known));
+        }
+        let verdict = self.decider.withheld_capabilities(&self.server)?;
+        let known: Arc<[String]> = verdict.withhold.into();
+        *lock(&self.withheld) = Some(Arc::clone(&known));
+        Ok(known)
+    }
+}
+
+impl Pending {
+    /// Why a request other than tools/call is in flight.
+    fn of(method: &Method) -> Self {
+        match method {
+            Method::ToolsList => Pending::ToolsList,
+            Method::ResourcesRead => Pending::Content {
+                method: "resources/read",
+            },
+            Method::PromptsGet => Pending::Content {
+                method: "prompts/get",
+            },
+            // A task's result can be a deferred tool result.
+            Method::TasksResult => Pending::Content {
+                method: "tasks/result",
+            },
+            _ => Pending::Other,
+        }
+    }
+}
+
+impl Guard {
     fn check_tool_call(&self, id: &Id, message: &Message) -> ClientCheck {
         let call = match ToolCallRef::from_message(message) {
             Ok(call) => call,
@@ -426,6 +523,9 @@ impl Guard {
                     self.record(self.refused("response to no pending request dropped", "server"));
                     return (ServerForward::Drop, None);
                 };
+                if let Some(refused) = self.check_input_requests(id, message) {
+                    return (refused, None);
+                }
                 let forward = match pending {
                     Pending::ToolsList => self.check_tools_list(id, message, line),
                     Pending::ToolsCall { tool } => {
@@ -486,6 +586,54 @@ impl Guard {
             ServerForward::Drop,
             Some(error_response(id, codes::BLOCKED, &text, None)),
         )
+    }
+
+    /// A result that asks the client for input (MRTR): each input request is judged as the
+    /// server request it stands for; one refused, or one that cannot be read, and the client
+    /// gets an error in the result's place. None: the result passes on (as far as this goes).
+    fn check_input_requests(&self, id: &Id, message: &Message) -> Option<ServerForward> {
+        let requests = input_required::input_requests(message.result()?)?;
+        let requests = match requests {
+            Ok(requests) => requests,
+            Err(why) => {
+                let text = format!(
+                    "agentsh: refused a result of server '{}' that asks for input: {why}",
+                    self.server
+                );
+                self.record(self.refused(text.clone(), "server"));
+                return Some(ServerForward::Replaced(error_response(
+                    id,
+                    codes::REFUSED,
+                    &text,
+                    None,
+                )));
+            }
+        };
+        for request in requests {
+            let reason = match self.decider.server_request(&self.server, request.method) {
+                Ok(verdict) if !verdict.block => continue,
+                Ok(verdict) => verdict.reason,
+                Err(err) => format!(
+                    "{} from server '{}' refused (fail closed): {err}",
+                    request.method, self.server
+                ),
+            };
+            let text = format!("agentsh: input request '{}': {reason}", request.key);
+            let data = json!({"agentsh": {
+                "action": "block",
+                "server": self.server,
+                "rule": "server_requests",
+                "input_request": request.key,
+                "method": request.method,
+            }});
+            return Some(ServerForward::Replaced(error_response(
+                id,
+                codes::BLOCKED,
+                &text,
+                Some(data),
+            )));
+        }
+        None
     }
 
     fn check_tools_list(&self, id: &Id, message: &Message, line: &[u8]) -> ServerForward {
@@ -570,6 +718,8 @@ impl Guard {
 enum ClientCheck {
     /// Forward; remember the request when it has an id.
     Forward(Option<(Id, Pending)>),
+    /// Forward these bytes instead (newline-terminated); remember the request.
+    Rewrite(Option<(Id, Pending)>, Vec<u8>),
     /// Do not forward; answer with this (when there is an id to answer).
     Refuse(Option<Vec<u8>>),
 }

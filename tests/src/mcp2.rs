@@ -1,0 +1,111 @@
+//! The official MCP Python SDK 2.x (tests/peers/mcp2): a dual-era server and a client that
+//! speaks the era it is told to, over stdio.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{repo_root, run_bounded};
+
+/// The protocol eras a client can be pinned to.
+pub const ERAS: [&str; 2] = ["legacy", "2026-07-28"];
+
+fn peers() -> PathBuf {
+    let dir = repo_root().join("tests/peers/mcp2");
+    assert!(
+        dir.join(".venv/bin/python").exists(),
+        "the MCP SDK 2.x peers are not installed: run `bash scripts/setup.sh` (make test does)"
+    );
+    dir
+}
+
+/// The server's command line: `python server.py ARGS...`.
+pub fn server(args: &[&str]) -> Vec<String> {
+    let dir = peers();
+    let mut cmd = vec![
+        dir.join(".venv/bin/python").display().to_string(),
+        dir.join("server.py").display().to_string(),
+    ];
+    cmd.extend(args.iter().map(|a| (*a).to_owned()));
+    cmd
+}
+
+/// The client's command line in `era` against `command`, calling `calls` (`TOOL` or
+/// `TOOL:JSON`).
+pub fn client_command(era: &str, calls: &[&str], command: &[String]) -> Vec<String> {
+    let dir = peers();
+    let mut cmd = vec![
+        dir.join(".venv/bin/python").display().to_string(),
+        dir.join("client.py").display().to_string(),
+        "--mode".to_owned(),
+        era.to_owned(),
+    ];
+    for call in calls {
+        cmd.extend(["--call".to_owned(), (*call).to_owned()]);
+    }
+    cmd.push("--".to_owned());
+    cmd.extend(command.iter().cloned());
+    cmd
+}
+
+/// Runs [`client_command`]; what the client printed (see client.py).
+pub fn client(era: &str, calls: &[&str], command: &[String]) -> Value {
+    let line = client_command(era, calls, command);
+    let mut cmd = Command::new(&line[0]);
+    cmd.args(&line[1..]).current_dir(peers());
+    let out = run_bounded(cmd, b"", Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "the MCP SDK 2.x client ({era}) failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        out.stdout,
+        out.stderr
+    );
+    parse(&out.stdout)
+}
+
+/// The client's printed result.
+pub fn parse(stdout: &str) -> Value {
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad client output {stdout}: {e}"))
+}
+
+/// The text of each call, by tool, and whether it succeeded.
+pub fn calls(out: &Value) -> Vec<(String, bool, String)> {
+    out["calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| {
+                    (
+                        c["tool"].as_str().unwrap_or_default().to_owned(),
+                        c["ok"] == true,
+                        c["text"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The kinds of server requests that reached the client's callbacks.
+pub fn asked(out: &Value) -> Vec<String> {
+    out["asked"]
+        .as_array()
+        .map(|asked| {
+            asked
+                .iter()
+                .map(|a| {
+                    let kind = a["kind"].as_str().unwrap_or_default();
+                    match a["mode"].as_str() {
+                        Some(mode) => format!("{kind}:{mode}"),
+                        None => kind.to_owned(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,175 @@
+//! MCP 2026-07-28 beside 2025-11-25 (issue 19): an official MCP Python SDK 2.x client and
+//! server through agentsh-shim, in each era. On 2025-11-25 the server asks for sampling,
+//! elicitation and roots with requests of its own; on 2026-07-28 it answers the call with
+//! `input_required` and the client retries. Whatever the era, what the policy refuses never
+//! reaches the client's callbacks, and the server is not told the client could answer it.
+
+use agentsh_tests::daemon::{Daemon, skip_unless_root};
+use agentsh_tests::mcp2::{self, ERAS};
+use agentsh_tests::{audit_events, bin, policy_file, repo_root, shim_command};
+
+const ALL_TOOLS: [&str; 6] = [
+    "add:{\"a\":1,\"b\":2}",
+    "password",
+    "phish",
+    "summarize",
+    "where",
+    "declared",
+];
+
+fn through_shim(policy: &std::path::Path, audit: &std::path::Path) -> Vec<String> {
+    shim_command(
+        &[
+            "--policy",
+            policy.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+        &mcp2::server(&[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn the_default_policy_refuses_sampling_and_elicitation_in_both_eras() {
+    let shipped = repo_root().join("policies/default.yaml");
+    for era in ERAS {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit.jsonl");
+        let out = mcp2::client(era, &ALL_TOOLS, &through_shim(&shipped, &audit));
+        let expected_version = if era == "legacy" { "2025-11-25" } else { era };
+        assert_eq!(out["protocol_version"], expected_version, "{out}");
+        let calls = mcp2::calls(&out);
+        let by_tool = |tool: &str| {
+            calls
+                .iter()
+                .find(|(t, ..)| t == tool)
+                .unwrap_or_else(|| panic!("{era}: no call of {tool}: {out}"))
+                .clone()
+        };
+        // Allowed: arithmetic and the roots the default policy allows.
+        assert_eq!(by_tool("add"), ("add".into(), true, "3".into()), "{era}");
+        assert_eq!(
+            by_tool("where"),
+            ("where".into(), true, "got: file:///work".into()),
+            "{era}"
+        );
+        // Refused, naming the rule, in both eras.
+        for (tool, method) in [
+            ("password", "elicitation/create"),
+            ("phish", "elicitation/create"),
+            ("summarize", "sampling/createMessage"),
+        ] {
+            let (_, ok, text) = by_tool(tool);
+            assert!(!ok, "{era} {tool}: {text}");
+            assert!(
+                text.contains(method) && text.contains("server_requests"),
+                "{era} {tool}: {text}"
+            );
+        }
+        // Nothing the policy refuses reached the client's callbacks.
+        assert_eq!(mcp2::asked(&out), ["roots"], "{era}: {out}");
+        // The server was told only of what the client may be asked.
+        assert_eq!(by_tool("declared").2, "roots", "{era}");
+
+        let refused: Vec<String> = audit_events(&audit)
+            .iter()
+            .filter(|e| e["event"] == "mcp_server_request" && e["action"] == "block")
+            .filter_map(|e| e["details"]["method"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                "elicitation/create",
+                "elicitation/create",
+                "sampling/createMessage"
+            ],
+            "{era}"
+        );
+    }
+}
+
+#[test]
+fn roots_refused_by_policy_are_refused_in_both_eras_and_allowed_requests_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = policy_file(
+        dir.path(),
+        "sandbox:\n  mcp:\n    server_requests: {sampling: block, elicitation: block, roots: block}\n",
+    );
+    let open_dir = tempfile::tempdir().unwrap();
+    let open = policy_file(
+        open_dir.path(),
+        "sandbox:\n  mcp:\n    server_requests: {sampling: allow, elicitation: allow, roots: allow}\n",
+    );
+    for era in ERAS {
+        let audit = dir.path().join(format!("audit-{era}.jsonl"));
+        let out = mcp2::client(era, &["where", "declared"], &through_shim(&closed, &audit));
+        let calls = mcp2::calls(&out);
+        assert!(
+            !calls[0].1 && calls[0].2.contains("roots/list"),
+            "{era}: {calls:?}"
+        );
+        assert_eq!(calls[1].2, "", "{era}: no capability is declared");
+        assert!(mcp2::asked(&out).is_empty(), "{era}: {out}");
+
+        // A policy that allows them: every callback is asked, every call works.
+        let audit = open_dir.path().join(format!("audit-{era}.jsonl"));
+        let out = mcp2::client(era, &ALL_TOOLS, &through_shim(&open, &audit));
+        assert!(
+            mcp2::calls(&out).iter().all(|(_, ok, _)| *ok),
+            "{era}: {out}"
+        );
+        assert_eq!(
+            mcp2::asked(&out),
+            ["elicitation:form", "elicitation:url", "sampling", "roots"],
+            "{era}"
+        );
+        assert_eq!(
+            mcp2::calls(&out).last().unwrap().2,
+            "elicitation,roots,sampling",
+            "{era}"
+        );
+    }
+}
+
+#[test]
+fn in_a_session_agentshd_withholds_and_refuses_the_same() {
+    if skip_unless_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path(), "");
+    let mut server = vec![
+        bin("agentsh-shim").display().to_string(),
+        "--server-id".to_owned(),
+        "deploy".to_owned(),
+        "--".to_owned(),
+    ];
+    server.extend(mcp2::server(&[]));
+    for era in ERAS {
+        let client = mcp2::client_command(era, &["password", "declared"], &server);
+        let script = client
+            .iter()
+            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let out = daemon.run_session(&format!("eras-{era}"), &script);
+        assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+        let out = mcp2::parse(&out.stdout);
+        let calls = mcp2::calls(&out);
+        assert!(
+            !calls[0].1 && calls[0].2.contains("server_requests"),
+            "{era}: {calls:?}"
+        );
+        assert_eq!(calls[1].2, "roots", "{era}: withheld by agentshd's policy");
+        assert!(mcp2::asked(&out).is_empty(), "{era}: {out}");
+    }
+    let events = daemon.json_lines(&["mcp", "events", "--type", "mcp_server_request", "--json"]);
+    let refused = events
+        .iter()
+        .filter(|e| e["server"] == "deploy" && e["action"] == "block")
+        .count();
+    assert_eq!(refused, 2, "{events:#?}");
+}
