@@ -359,9 +359,11 @@ fn server_first_and_client_first_protocols_on_other_ports_pass() {
 /// the errno's name.
 fn connect_script(addr: &str, go: Option<&Path>) -> String {
     let (host, port) = addr.rsplit_once(':').unwrap();
+    // With `go`: says it runs (GO.ready), then waits for GO before it connects.
     let wait = go.map_or_else(String::new, |go| {
         format!(
-            "import os,time\nwhile not os.path.exists('{}'): time.sleep(0.02)\n",
+            "import os,time\nopen('{}','w').close()\nwhile not os.path.exists('{}'): time.sleep(0.02)\n",
+            go.with_extension("ready").display(),
             go.display()
         )
     });
@@ -445,9 +447,24 @@ fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
     // Alive, the daemon splices the session's connection to where it was going.
     let out = daemon.run_session("alive", &connect_script(&addr, None));
     assert_eq!(out.stdout.trim(), "ok", "{}", out.stderr);
+    // The daemon dials the destination on its own time, after the agent's connect returned.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let arrived = loop {
+        match destination.accept() {
+            Ok(_) => break true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() > deadline {
+                    break false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
     assert!(
-        destination.accept().is_ok(),
-        "the spliced connection arrived"
+        arrived,
+        "the spliced connection never arrived:\n{}",
+        daemon.stderr()
     );
 
     let go = dir.path().join("go");
@@ -457,7 +474,15 @@ fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
         .stderr(std::process::Stdio::piped());
     let session = session.spawn().unwrap();
     // The session exists once its agent runs; then the daemon goes.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !go.with_extension("ready").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session's agent never ran:\n{}",
+            daemon.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     daemon.kill9();
     std::fs::write(&go, "").unwrap();
     let out = session.wait_with_output().unwrap();
