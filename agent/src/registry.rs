@@ -74,6 +74,8 @@ pub struct Server {
     /// `Some` when every call to the server is refused (a look-alike name under `block`).
     pub withheld: Option<(String, String)>,
     pub tools: HashMap<String, Entry>,
+    /// Its instructions (initialize, server/discover) as last judged.
+    pub instructions: Option<Entry>,
 }
 
 #[derive(Debug, Default)]

@@ -14,14 +14,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::protocol::{
-    self, ApiError, BinaryArgs, Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION,
-    RawResponse, RecordArgs, Request, ServerArgs, ServerRequestArgs, ServerSetupArgs, ToolCallArgs,
-    ToolsListedArgs, ops,
+    self, ApiError, BinaryArgs, Hello, InstructionsArgs, Notice, NoticeKind, OutputArgs,
+    PROTOCOL_VERSION, RawResponse, RecordArgs, Request, ServerArgs, ServerRequestArgs,
+    ServerSetupArgs, ToolCallArgs, ToolsListedArgs, ops,
 };
 use crate::audit::Event;
 use crate::engine::{
-    BinaryVerdict, CallVerdict, CapabilityVerdict, DecideError, Decider, ListVerdict,
-    OutputVerdict, RequestVerdict, ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, DecideError, Decider, InstructionsVerdict,
+    ListVerdict, OutputVerdict, RequestVerdict, ServerSetup,
 };
 use crate::registry::ServerOrigin;
 
@@ -432,6 +432,16 @@ impl Decider for RemoteDecider {
             &ServerRequestArgs {
                 server: server.to_owned(),
                 method: method.to_owned(),
+            },
+        )
+    }
+
+    fn instructions(&self, server: &str, text: &str) -> Result<InstructionsVerdict, DecideError> {
+        self.call(
+            ops::INSTRUCTIONS,
+            &InstructionsArgs {
+                server: server.to_owned(),
+                text: text.to_owned(),
             },
         )
     }

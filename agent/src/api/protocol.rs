@@ -107,6 +107,7 @@ pub mod ops {
     pub const SERVER_SETUP: &str = "mcp.server_setup";
     pub const BINARY: &str = "mcp.binary";
     pub const TOOLS_LISTED: &str = "mcp.tools_listed";
+    pub const INSTRUCTIONS: &str = "mcp.instructions";
     pub const TOOL_CALL: &str = "mcp.tool_call";
     pub const OUTPUT: &str = "mcp.output";
     pub const SERVER_REQUEST: &str = "mcp.server_request";
@@ -209,6 +210,12 @@ pub struct OutputArgs<O = Value> {
     pub tool: Option<String>,
     pub method: String,
     pub output: O,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstructionsArgs {
+    pub server: String,
+    pub text: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,9 +10,9 @@ use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
     ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, EventsPageArgs, Generated,
-    Hello, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs,
-    RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
-    SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    Hello, InstructionsArgs, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry,
+    PinsArgs, RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs,
+    SessionArgs, SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -206,6 +206,10 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         ops::SERVER_REQUEST => {
             let a: ServerRequestArgs = args(raw)?;
             ok(&engine.server_request(&verdict_session(daemon, peer), &a.server, &a.method))
+        }
+        ops::INSTRUCTIONS => {
+            let a: InstructionsArgs = args(raw)?;
+            ok(&engine.instructions(&verdict_session(daemon, peer), &a.server, &a.text))
         }
         ops::WITHHELD_CAPABILITIES => {
             // The policy is the session's; the server is named for the day it is per server.

@@ -6,8 +6,8 @@ use std::sync::{Arc, mpsc};
 use serde_json::{Map, Value};
 
 use super::verdict::{
-    BinaryVerdict, CallVerdict, CapabilityVerdict, ListVerdict, OutputVerdict, RequestVerdict,
-    ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, InstructionsVerdict, ListVerdict, OutputVerdict,
+    RequestVerdict, ServerSetup,
 };
 use super::{Engine, Session};
 use crate::audit::Event;
@@ -26,6 +26,8 @@ pub trait Decider: Send + Sync {
     -> Result<ServerSetup, DecideError>;
     fn binary(&self, server: &str, path: &str, sha256: &str) -> Result<BinaryVerdict, DecideError>;
     fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError>;
+    /// The server's instructions (initialize, server/discover).
+    fn instructions(&self, server: &str, text: &str) -> Result<InstructionsVerdict, DecideError>;
     fn tool_call(
         &self,
         server: &str,
@@ -81,6 +83,10 @@ impl Decider for Local {
 
     fn tools_listed(&self, server: &str, tools: &[Value]) -> Result<ListVerdict, DecideError> {
         Ok(self.engine.tools_listed(&self.session, server, tools))
+    }
+
+    fn instructions(&self, server: &str, text: &str) -> Result<InstructionsVerdict, DecideError> {
+        Ok(self.engine.instructions(&self.session, server, text))
     }
 
     fn tool_call(

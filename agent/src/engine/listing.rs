@@ -30,20 +30,10 @@ impl Engine {
             }
             let name = definition.get("name").and_then(Value::as_str);
             let previous = name.and_then(|n| read(&session.registry).get(server, n).cloned());
-            let pinned = name.and_then(|n| match self.pins.tool_pin(server, n) {
-                Ok(pin) => pin,
-                Err(err) => {
-                    self.store_error(session, server, &err);
-                    None
-                }
-            });
-            let approval = name.and_then(|n| match self.pins.approval(server, n) {
-                Ok(a) => a,
-                Err(err) => {
-                    self.store_error(session, server, &err);
-                    None
-                }
-            });
+            let (pinned, approval) = match name {
+                Some(name) => self.pin_and_approval(session, server, name),
+                None => (None, None),
+            };
             let Some(mut decision) = evaluate(
                 policy,
                 &rules.detector,
@@ -74,18 +64,8 @@ impl Engine {
             if let Some(owner) = owner {
                 check_shadowing(policy, server, &owner, &mut decision);
             }
-            let stored = match (&decision.pin_write, &decision.pending_write) {
-                (Some(pin), _) => self.pins.pin_tool(server, &decision.name, pin),
-                (None, Some(seen)) => self.pins.set_pending(server, &decision.name, seen),
-                (None, None) => Ok(()),
-            };
-            if let Err(err) = stored {
-                self.store_error(session, server, &err);
-            }
+            self.settle(session, server, &mut decision);
             keep.push(decision.keep());
-            for event in std::mem::take(&mut decision.events) {
-                self.record(session, event);
-            }
             write(&session.registry).insert(
                 server,
                 &decision.name,
@@ -98,6 +78,39 @@ impl Engine {
             );
         }
         ListVerdict { keep }
+    }
+
+    /// A definition's pin and approval, if any (a store error is recorded, and counts as none).
+    pub(super) fn pin_and_approval(
+        &self,
+        session: &Session,
+        server: &str,
+        name: &str,
+    ) -> (Option<ToolPin>, Option<Approval>) {
+        let pinned = self.pins.tool_pin(server, name).unwrap_or_else(|err| {
+            self.store_error(session, server, &err);
+            None
+        });
+        let approval = self.pins.approval(server, name).unwrap_or_else(|err| {
+            self.store_error(session, server, &err);
+            None
+        });
+        (pinned, approval)
+    }
+
+    /// Stores what a decision pins or keeps pending, and records its events.
+    pub(super) fn settle(&self, session: &Session, server: &str, decision: &mut ListingDecision) {
+        let stored = match (&decision.pin_write, &decision.pending_write) {
+            (Some(pin), _) => self.pins.pin_tool(server, &decision.name, pin),
+            (None, Some(seen)) => self.pins.set_pending(server, &decision.name, seen),
+            (None, None) => Ok(()),
+        };
+        if let Err(err) = stored {
+            self.store_error(session, server, &err);
+        }
+        for event in std::mem::take(&mut decision.events) {
+            self.record(session, event);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod calls;
 pub mod decider;
+pub mod instructions;
 pub mod intercept;
 pub mod listing;
 mod output;
@@ -25,8 +26,8 @@ use serde_json::json;
 pub use decider::{DecideError, Decider, Local};
 pub use intercept::Intercepted;
 pub use verdict::{
-    BinaryVerdict, CallVerdict, CapabilityVerdict, ListVerdict, OutputVerdict, RequestVerdict,
-    ServerSetup,
+    BinaryVerdict, CallVerdict, CapabilityVerdict, InstructionsVerdict, ListVerdict, OutputVerdict,
+    RequestVerdict, ServerSetup,
 };
 
 use crate::analyzer::{RateLimiter, SessionHistory, look_alike};
@@ -318,7 +319,13 @@ impl Engine {
             let Some(entry) = registry.server(server) else {
                 continue;
             };
-            for (name, e) in &entry.tools {
+            // Instructions are held back under their own name, like a tool.
+            let instructions = entry
+                .instructions
+                .as_ref()
+                .map(|e| (instructions::INSTRUCTIONS, e));
+            let tools = entry.tools.iter().map(|(name, e)| (name.as_str(), e));
+            for (name, e) in tools.chain(instructions) {
                 let detection = matches!(
                     e.state,
                     ToolState::Withheld {
@@ -327,7 +334,7 @@ impl Engine {
                     }
                 );
                 if detection && tool.is_none_or(|t| t == name) {
-                    held.push((name.clone(), e.hash.to_string()));
+                    held.push((name.to_owned(), e.hash.to_string()));
                 }
             }
         }

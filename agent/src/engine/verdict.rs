@@ -52,6 +52,15 @@ pub struct OutputVerdict {
     pub reason: String,
 }
 
+/// The verdict on a server's instructions: withheld ones are replaced by a notice.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InstructionsVerdict {
+    pub withhold: bool,
+    /// Why, when withheld.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
 /// The client capabilities a server must not be told of: the kinds of server requests
 /// (`sampling`, `elicitation`, `roots`) the policy refuses, so the server does not ask at all.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

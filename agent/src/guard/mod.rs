@@ -75,6 +75,10 @@ enum Pending {
     Content {
         method: &'static str,
     },
+    /// initialize and server/discover results carry the server's instructions.
+    Instructions {
+        method: &'static str,
+    },
     Other,
 }
 
@@ -355,6 +359,12 @@ impl Pending {
     fn of(method: &Method) -> Self {
         match method {
             Method::ToolsList => Pending::ToolsList,
+            Method::Initialize => Pending::Instructions {
+                method: "initialize",
+            },
+            Method::ServerDiscover => Pending::Instructions {
+                method: "server/discover",
+            },
             Method::ResourcesRead => Pending::Content {
                 method: "resources/read",
             },
@@ -532,6 +542,7 @@ impl Guard {
                         self.check_content(id, message, &tool, "tools/call")
                     }
                     Pending::Content { method } => self.check_content(id, message, "", method),
+                    Pending::Instructions { method } => self.check_instructions(message, method),
                     Pending::Other => ServerForward::Original,
                 };
                 (forward, None)
@@ -675,6 +686,39 @@ impl Guard {
         }
     }
 
+    /// The server's instructions in an initialize or server/discover result: judged like a
+    /// tool's description; withheld ones are replaced by a notice the client reads instead.
+    fn check_instructions(&self, message: &Message, method: &str) -> ServerForward {
+        let Some(instructions) = message.result().and_then(|r| r.get("instructions")) else {
+            return ServerForward::Original;
+        };
+        let reason = match instructions {
+            Value::Null => return ServerForward::Original,
+            Value::String(text) => match self.decider.instructions(&self.server, text) {
+                Ok(verdict) if !verdict.withhold => return ServerForward::Original,
+                Ok(verdict) => verdict.reason,
+                Err(err) => format!("they could not be checked (fail closed): {err}"),
+            },
+            // Clients would each read something else into it.
+            other => {
+                let reason = format!("they are not text but {}", json_kind(other));
+                self.record(self.refused(
+                    format!("{method} result's instructions withheld: {reason}"),
+                    "server",
+                ));
+                reason
+            }
+        };
+        let mut value = message.value().clone();
+        if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
+            let notice = crate::engine::instructions::withheld_notice(&self.server, &reason);
+            result.insert("instructions".to_owned(), Value::String(notice));
+        }
+        let mut bytes = value.to_string().into_bytes();
+        bytes.push(b'\n');
+        ServerForward::Replaced(bytes)
+    }
+
     /// Output inspection of a tools/call, resources/read or prompts/get result, or of the
     /// error that answered one.
     fn check_content(&self, id: &Id, message: &Message, tool: &str, method: &str) -> ServerForward {
@@ -761,6 +805,17 @@ fn split_hazard(line: &[u8]) -> Option<&'static str> {
     memchr::memchr(b'\r', line).map(|_| {
         "bare carriage return inside a message (line readers that split on \\r would see other messages)"
     })
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn is_blank(line: &[u8]) -> bool {

@@ -170,6 +170,7 @@ macro_rules! methods {
 
 methods! {
     Initialize => "initialize",
+    ServerDiscover => "server/discover",
     Ping => "ping",
     ToolsList => "tools/list",
     ToolsCall => "tools/call",
@@ -184,6 +185,7 @@ methods! {
     ElicitationCreate => "elicitation/create",
     RootsList => "roots/list",
     CompletionComplete => "completion/complete",
+    SubscriptionsListen => "subscriptions/listen",
     LoggingSetLevel => "logging/setLevel",
     TasksGet => "tasks/get",
     TasksResult => "tasks/result",
@@ -200,6 +202,7 @@ methods! {
     Message => "notifications/message",
     TasksStatus => "notifications/tasks/status",
     ElicitationComplete => "notifications/elicitation/complete",
+    SubscriptionsAcknowledged => "notifications/subscriptions/acknowledged",
 }
 
 impl Method {
