@@ -229,3 +229,31 @@ fn poisoned_instructions_are_flagged_in_both_eras_and_withheld_when_detection_bl
         assert_eq!(mcp2::calls(&out)[0].2, "3", "{mode}");
     }
 }
+
+#[test]
+fn server_logs_are_inspected_as_output_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocking = policy_file(
+        dir.path(),
+        "sandbox:\n  mcp:\n    output_inspection: {on_detection: block, alert_threshold: medium}\n",
+    );
+    for era in ERAS {
+        let audit = dir.path().join(format!("audit-{era}.jsonl"));
+        let out = mcp2::client(era, &["noisy"], &through_shim(&blocking, &audit));
+        let logs = out["logs"].as_array().cloned().unwrap_or_default();
+        assert_eq!(logs.len(), 1, "{era}: {out}");
+        assert_eq!(logs[0]["level"], "error", "{era}");
+        let data = logs[0]["data"].as_str().unwrap_or_default();
+        assert!(
+            data.starts_with("[agentsh] withheld:") && !data.contains("attacker.example"),
+            "{era}: {data}"
+        );
+        // The call itself is the server's business and works.
+        assert_eq!(mcp2::calls(&out)[0].2, "checked", "{era}");
+        let inspected = audit_events(&audit).into_iter().any(|e| {
+            e["event"] == "mcp_output_inspection"
+                && e["details"]["method"] == "notifications/message"
+        });
+        assert!(inspected, "{era}: not recorded");
+    }
+}

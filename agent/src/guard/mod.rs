@@ -564,7 +564,7 @@ impl Guard {
                 (forward, None)
             }
             Kind::Request { id, method } => self.check_server_request(id, method),
-            Kind::Notification { .. } => (ServerForward::Original, None),
+            Kind::Notification { method } => (self.check_notification(method, message), None),
             Kind::Invalid(reason) => {
                 self.record(self.refused(
                     format!("invalid message from the server dropped: {reason}"),
@@ -713,6 +713,41 @@ impl Guard {
         if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
             let notice = crate::engine::instructions::withheld_notice(&self.server, &reason);
             result.insert("instructions".to_owned(), Value::String(notice));
+        }
+        let mut bytes = value.to_string().into_bytes();
+        bytes.push(b'\n');
+        ServerForward::Replaced(bytes)
+    }
+
+    /// Notifications whose payload hosts show (server logs, resource updates) are output too.
+    /// A blocked log message keeps its level and logger with a notice for data; a blocked
+    /// resource update is dropped (the client would re-read the resource, judged again).
+    fn check_notification(&self, method: &Method, message: &Message) -> ServerForward {
+        if !matches!(method, Method::Message | Method::ResourcesUpdated) {
+            return ServerForward::Original;
+        }
+        let Some(params) = message.params() else {
+            return ServerForward::Original;
+        };
+        let reason = match self
+            .decider
+            .output(&self.server, None, method.as_str(), params)
+        {
+            Ok(verdict) if !verdict.block => return ServerForward::Original,
+            Ok(verdict) => verdict.reason,
+            Err(err) => {
+                let text = format!("{} withheld (fail closed): {err}", method.as_str());
+                self.record(self.refused(text.clone(), "server"));
+                text
+            }
+        };
+        if *method == Method::ResourcesUpdated {
+            return ServerForward::Drop;
+        }
+        let mut value = message.value().clone();
+        if let Some(params) = value.get_mut("params").and_then(Value::as_object_mut) {
+            let notice = format!("[agentsh] withheld: {reason}");
+            params.insert("data".to_owned(), Value::String(notice));
         }
         let mut bytes = value.to_string().into_bytes();
         bytes.push(b'\n');

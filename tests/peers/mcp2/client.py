@@ -7,7 +7,8 @@ calls each --call in order, and prints one JSON object:
 
     {"protocol_version": str, "instructions": str|null, "tools": [names],
      "calls": [{"tool": str, "ok": bool, "text": str}],       # text: the result's, or the error
-     "asked": [{"kind": "elicitation"|"sampling"|"roots", ...}]}  # what reached the callbacks
+     "asked": [{"kind": "elicitation"|"sampling"|"roots", ...}],  # what reached the callbacks
+     "logs": [{"level": str, "logger": str|null, "data": any}]}   # server log messages
 
 The callbacks say yes to everything (a password, a URL sign-in, an answer from "the model",
 one root), so anything that reaches them is visible in "asked".
@@ -56,13 +57,20 @@ async def main():
         return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
 
     server = StdioServerParameters(command=args.command[0], args=args.command[1:])
-    out = {"calls": [], "asked": asked}
+    logs = []
+
+    async def on_log(params):
+        logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+
+    out = {"calls": [], "asked": asked, "logs": logs}
     async with Client(
         server,
         mode=args.mode,
         elicitation_callback=on_elicit,
         sampling_callback=on_sample,
         list_roots_callback=on_roots,
+        logging_callback=on_log,
+        log_level="debug",
     ) as client:
         out["protocol_version"] = client.protocol_version
         out["instructions"] = getattr(client, "instructions", None)
