@@ -209,7 +209,10 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
             None
         }
     };
-    let guard = agentsh::guard::Guard::new(&server, decider, setup.max_message_bytes);
+    // On stdio the guard can ask the server itself: a call of a tool not seen listed is
+    // decided after it lists the tools.
+    let guard =
+        agentsh::guard::Guard::new(&server, decider, setup.max_message_bytes).listing_first();
     relay::run(&mut child, guard, setup.max_message_bytes, releases)?;
     let status = child.wait().context("waiting for the server")?;
     // exit_like does not return: flush the audit trail first.

@@ -22,6 +22,9 @@ use anyhow::{Context as _, Result};
 
 type Sink<W> = Arc<Mutex<Option<BufWriter<W>>>>;
 
+/// How long a client's hang-up waits for calls parked for the guard's own listing.
+const PARKED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Relays until the server closes its stdout. The client's EOF closes the server's stdin.
 /// Each batch of tool names from `releases` (tools let through after being held back) tells
 /// the client to list the tools again.
@@ -46,6 +49,10 @@ pub fn run(
     ))));
     let reply_to_client = replier(Arc::clone(&to_client));
     let reply_to_server = replier(Arc::clone(&to_server));
+    // Held by the server direction from reading a message to queueing what it sends: the
+    // client direction's hang-up checks for parked calls under it, so a call the guard just
+    // released is queued before the server's input is closed behind it.
+    let handover = Arc::new(Mutex::new(()));
     if let Some(releases) = releases {
         announce_releases(releases, reply_to_client.clone());
     }
@@ -53,6 +60,8 @@ pub fn run(
     {
         let guard = Arc::clone(&guard);
         let to_server = Arc::clone(&to_server);
+        let close_server = reply_to_server.clone();
+        let handover = Arc::clone(&handover);
         std::thread::Builder::new()
             .name("client-to-server".into())
             .spawn(move || {
@@ -78,9 +87,23 @@ pub fn run(
                         break;
                     }
                 }
-                // The client hung up: the server sees EOF on its stdin.
-                if let Some(mut writer) = lock(&to_server).take() {
-                    let _ = writer.flush();
+                // A call parked for the guard's own listing goes on once the server lists;
+                // a server that never answers cannot hold the shim open for long.
+                let deadline = std::time::Instant::now() + PARKED_PATIENCE;
+                loop {
+                    let turn = lock(&handover);
+                    if !guard.has_parked_calls() || std::time::Instant::now() >= deadline {
+                        // The client hung up: the server sees EOF on its stdin, after
+                        // whatever was queued for it.
+                        if close_server.send(CLOSE).is_err()
+                            && let Some(mut writer) = lock(&to_server).take()
+                        {
+                            let _ = writer.flush();
+                        }
+                        break;
+                    }
+                    drop(turn);
+                    std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             })
             .context("starting the relay thread")?;
@@ -88,7 +111,9 @@ pub fn run(
 
     let mut reader = FrameReader::new(server_out, max_message_bytes);
     loop {
-        let (outcome, line) = match reader.next_frame() {
+        let frame = reader.next_frame();
+        let _turn = lock(&handover);
+        let (outcome, line) = match frame {
             Ok(Some(FrameItem::Line(line))) => {
                 let outcome = guard.from_server(line.content());
                 (outcome, Some(line.into_bytes()))
@@ -163,13 +188,23 @@ fn announce_releases(releases: mpsc::Receiver<String>, to_client: mpsc::Sender<V
     }
 }
 
+/// What a replier is sent to close its side once what was queued before is written.
+const CLOSE: Vec<u8> = Vec::new();
+
 /// A thread that writes replies to `sink`, so the thread that produced them never blocks on it.
+/// [`CLOSE`] flushes and closes the sink.
 fn replier<W: Write + Send + 'static>(sink: Sink<W>) -> mpsc::Sender<Vec<u8>> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let spawned = std::thread::Builder::new()
         .name("replies".into())
         .spawn(move || {
             while let Ok(reply) = rx.recv() {
+                if reply.is_empty() {
+                    if let Some(mut writer) = lock(&sink).take() {
+                        let _ = writer.flush();
+                    }
+                    continue;
+                }
                 let mut sink = lock(&sink);
                 let Some(writer) = sink.as_mut() else { return };
                 if writer

@@ -32,9 +32,14 @@ pub fn server(args: &[&str]) -> Vec<String> {
     cmd
 }
 
-/// The client's command line in `era` against `command`, calling `calls` (`TOOL` or
-/// `TOOL:JSON`).
-pub fn client_command(era: &str, calls: &[&str], command: &[String]) -> Vec<String> {
+/// The client's command line in `era` against `command`, with `flags` (`--no-list`), calling
+/// `calls` (`TOOL` or `TOOL:JSON`).
+pub fn client_command(
+    era: &str,
+    flags: &[&str],
+    calls: &[&str],
+    command: &[String],
+) -> Vec<String> {
     let dir = peers();
     let mut cmd = vec![
         dir.join(".venv/bin/python").display().to_string(),
@@ -42,6 +47,7 @@ pub fn client_command(era: &str, calls: &[&str], command: &[String]) -> Vec<Stri
         "--mode".to_owned(),
         era.to_owned(),
     ];
+    cmd.extend(flags.iter().map(|f| (*f).to_owned()));
     for call in calls {
         cmd.extend(["--call".to_owned(), (*call).to_owned()]);
     }
@@ -50,9 +56,14 @@ pub fn client_command(era: &str, calls: &[&str], command: &[String]) -> Vec<Stri
     cmd
 }
 
-/// Runs [`client_command`]; what the client printed (see client.py).
+/// Runs [`client_command`] without flags; what the client printed (see client.py).
 pub fn client(era: &str, calls: &[&str], command: &[String]) -> Value {
-    let line = client_command(era, calls, command);
+    client_with(era, &[], calls, command)
+}
+
+/// Runs [`client_command`]; what the client printed (see client.py).
+pub fn client_with(era: &str, flags: &[&str], calls: &[&str], command: &[String]) -> Value {
+    let line = client_command(era, flags, calls, command);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..]).current_dir(peers());
     let out = run_bounded(cmd, b"", Duration::from_secs(120));

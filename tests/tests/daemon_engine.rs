@@ -145,7 +145,8 @@ fn rate_limit_per_server_and_burst_across_servers() {
       default_burst: 3
       per_server:
         roomy: {burst: 5}
-    cross_server: {burst: {enabled: false}}
+    # Both servers run the memory server: calls find its tools listed twice.
+    cross_server: {burst: {enabled: false}, shadow_tool: {enabled: false}}
 ",
     )
     .unwrap();
@@ -190,6 +191,7 @@ fn rate_limit_per_server_and_burst_across_servers() {
   mcp:
     cross_server:
       burst: {enabled: true, max_calls: 4, window_seconds: 60, action: block}
+      shadow_tool: {enabled: false}
 ",
     )
     .unwrap();

@@ -149,7 +149,7 @@ fn in_a_session_agentshd_withholds_and_refuses_the_same() {
     ];
     server.extend(mcp2::server(&[]));
     for era in ERAS {
-        let client = mcp2::client_command(era, &["password", "declared"], &server);
+        let client = mcp2::client_command(era, &[], &["password", "declared"], &server);
         let script = client
             .iter()
             .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
@@ -255,5 +255,41 @@ fn server_logs_are_inspected_as_output_in_both_eras() {
                 && e["details"]["method"] == "notifications/message"
         });
         assert!(inspected, "{era}: not recorded");
+    }
+}
+
+#[test]
+fn a_withheld_tool_is_refused_to_a_client_that_never_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocking = policy_file(
+        dir.path(),
+        "sandbox:\n  mcp:\n    detection: {on_detection: block}\n",
+    );
+    for era in ERAS {
+        let audit = dir.path().join(format!("audit-{era}.jsonl"));
+        let mut command = shim_command(
+            &[
+                "--policy",
+                blocking.to_str().unwrap(),
+                "--audit",
+                audit.to_str().unwrap(),
+            ],
+            &[],
+        );
+        command.extend(mcp2::server(&["--poisoned"]));
+        // A client with a cached listing calls straight away.
+        let out = mcp2::client_with(
+            era,
+            &["--no-list"],
+            &["multiply:{\"a\":2,\"b\":3}", "add:{\"a\":1,\"b\":2}"],
+            &command,
+        );
+        assert!(out.get("tools").is_none(), "{era}: the client listed");
+        let calls = mcp2::calls(&out);
+        assert!(
+            !calls[0].1 && calls[0].2.contains("by detection"),
+            "{era}: {calls:?}"
+        );
+        assert_eq!(calls[1], ("add".to_owned(), true, "3".to_owned()), "{era}");
     }
 }

@@ -15,6 +15,7 @@
 
 mod capabilities;
 mod input_required;
+mod list_first;
 
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -79,6 +80,8 @@ enum Pending {
     Instructions {
         method: &'static str,
     },
+    /// The guard's own tools/list, for a call of a tool not seen listed yet.
+    ListFirst(Box<list_first::Parked>),
     Other,
 }
 
@@ -94,6 +97,13 @@ pub struct Guard {
     /// The client capabilities the policy withholds, asked once it matters (a request declares
     /// capabilities), and again after a failure.
     withheld: Mutex<Option<Arc<[String]>>>,
+    /// Whether a call of a tool not seen listed makes the guard list first (a transport where
+    /// the guard can send requests of its own: stdio).
+    lists_first: bool,
+    /// The tools this server listed in this conversation, withheld ones too.
+    listed: Mutex<std::collections::HashSet<String>>,
+    /// The guard's own requests so far (their ids).
+    own_requests: std::sync::atomic::AtomicU64,
 }
 
 impl Guard {
@@ -104,7 +114,17 @@ impl Guard {
             max_message_bytes,
             client_pending: Mutex::default(),
             withheld: Mutex::default(),
+            lists_first: false,
+            listed: Mutex::default(),
+            own_requests: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// A guard that lists the server's tools itself before deciding a call of a tool it has
+    /// not seen listed (it can send requests of its own to the server: stdio).
+    pub fn listing_first(mut self) -> Self {
+        self.lists_first = true;
+        self
     }
 
     fn record(&self, event: Event) {
@@ -151,6 +171,11 @@ impl Guard {
                 };
             }
         };
+        if let Frame::Single(message) = &frame
+            && let Some(outcome) = self.park_unlisted_call(line, message)
+        {
+            return outcome;
+        }
         match frame {
             Frame::Single(message) => match self.check_client_message(&message) {
                 ClientCheck::Forward(pending) => {
@@ -381,6 +406,151 @@ impl Pending {
 }
 
 impl Guard {
+    /// A call of a tool not seen listed: parked, and the guard's own tools/list goes to the
+    /// server in its place. None when the call is decided now.
+    fn park_unlisted_call(&self, line: &[u8], message: &Message) -> Option<Outcome> {
+        if !self.lists_first {
+            return None;
+        }
+        let Kind::Request {
+            id,
+            method: Method::ToolsCall,
+        } = message.kind()
+        else {
+            return None;
+        };
+        let tool = ToolCallRef::from_message(message).ok()?.name.to_owned();
+        if lock(&self.listed).contains(&tool) || lock(&self.client_pending).contains_key(id) {
+            return None;
+        }
+        let meta = message
+            .params()
+            .and_then(|params| params.get("_meta"))
+            .cloned();
+        let mut line = line.to_vec();
+        line.push(b'\n');
+        let parked = list_first::Parked {
+            line,
+            tool,
+            meta,
+            pages: 1,
+        };
+        let request = self.list_for(parked, None);
+        Some(Outcome {
+            forward: Forward::Replaced(request),
+            reply: Vec::new(),
+        })
+    }
+
+    /// The guard's own tools/list for `parked`, from `cursor`; its id is pending.
+    fn list_for(&self, parked: list_first::Parked, cursor: Option<&str>) -> Vec<u8> {
+        let mut pending = lock(&self.client_pending);
+        let id = loop {
+            let n = self
+                .own_requests
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let id = list_first::own_id(n);
+            if !pending.contains_key(&id) {
+                break id;
+            }
+        };
+        let request = list_first::list_request(&id, parked.meta.as_ref(), cursor);
+        pending.insert(id, Pending::ListFirst(Box::new(parked)));
+        request
+    }
+
+    /// The answer to the guard's own listing: judged like any listing (never shown to the
+    /// client), then the next page or the parked call, decided now. Returns what goes to the
+    /// client and what goes to the server.
+    fn listed_for_parked(
+        &self,
+        message: &Message,
+        parked: list_first::Parked,
+    ) -> (ServerForward, Option<Vec<u8>>) {
+        let page = message.result().map(ToolsListResult::from_result);
+        let mut next = None;
+        match page {
+            Some(Ok(list)) => {
+                self.learn_listing(&list.tools);
+                if let Err(err) = self.decider.tools_listed(&self.server, &list.tools) {
+                    self.record(self.refused(
+                        format!("listing tools before a call failed: {err}"),
+                        "server",
+                    ));
+                }
+                next = list.next_cursor;
+            }
+            Some(Err(err)) => self.record(self.refused(
+                format!("malformed tools/list result to agentsh's own listing: {err}"),
+                "server",
+            )),
+            // An error: the call is decided on what is known.
+            None => {}
+        }
+        let found = lock(&self.listed).contains(&parked.tool);
+        if let Some(cursor) = next.filter(|_| !found && parked.pages < list_first::MAX_PAGES) {
+            let parked = list_first::Parked {
+                pages: parked.pages + 1,
+                ..parked
+            };
+            let request = self.list_for(parked, Some(&cursor));
+            return (ServerForward::Drop, Some(request));
+        }
+        // Marked listed either way: the call is decided now, as listed or as unlisted.
+        lock(&self.listed).insert(parked.tool.clone());
+        let decided = parse(&parked.line).ok().and_then(|frame| match frame {
+            Frame::Single(call) => Some(call),
+            Frame::Batch(_) => None,
+        });
+        let Some(call) = decided else {
+            return (ServerForward::Drop, None);
+        };
+        let Some(id) = call.id().cloned() else {
+            return (ServerForward::Drop, None);
+        };
+        match self.withhold_capabilities(
+            &id,
+            &Method::ToolsCall,
+            &call,
+            self.check_tool_call(&id, &call),
+        ) {
+            ClientCheck::Forward(pending) => {
+                if let Some((id, pending)) = pending {
+                    lock(&self.client_pending).insert(id, pending);
+                }
+                (ServerForward::Drop, Some(parked.line))
+            }
+            ClientCheck::Rewrite(pending, bytes) => {
+                if let Some((id, pending)) = pending {
+                    lock(&self.client_pending).insert(id, pending);
+                }
+                (ServerForward::Drop, Some(bytes))
+            }
+            ClientCheck::Refuse(reply) => match reply {
+                Some(reply) => (ServerForward::Replaced(reply), None),
+                None => (ServerForward::Drop, None),
+            },
+        }
+    }
+
+    /// Whether a call waits for the guard's own listing: the server's input must stay open
+    /// until it went on (a client may hang up right after its last request).
+    pub fn has_parked_calls(&self) -> bool {
+        lock(&self.client_pending)
+            .values()
+            .any(|pending| matches!(pending, Pending::ListFirst(_)))
+    }
+
+    /// Names of a listing's tools, for [`Self::park_unlisted_call`].
+    fn learn_listing(&self, tools: &[Value]) {
+        let mut listed = lock(&self.listed);
+        for tool in tools {
+            if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                listed.insert(name.to_owned());
+            }
+        }
+    }
+
     fn check_tool_call(&self, id: &Id, message: &Message) -> ClientCheck {
         let call = match ToolCallRef::from_message(message) {
             Ok(call) => call,
@@ -533,6 +703,9 @@ impl Guard {
                     self.record(self.refused("response to no pending request dropped", "server"));
                     return (ServerForward::Drop, None);
                 };
+                if let Pending::ListFirst(parked) = pending {
+                    return self.listed_for_parked(message, *parked);
+                }
                 if let Some(refused) = self.check_input_requests(id, message) {
                     return (refused, None);
                 }
@@ -543,7 +716,7 @@ impl Guard {
                     }
                     Pending::Content { method } => self.check_content(id, message, "", method),
                     Pending::Instructions { method } => self.check_instructions(message, method),
-                    Pending::Other => ServerForward::Original,
+                    Pending::ListFirst(_) | Pending::Other => ServerForward::Original,
                 };
                 (forward, None)
             }
@@ -551,6 +724,9 @@ impl Guard {
                 let pending = id
                     .as_ref()
                     .and_then(|id| lock(&self.client_pending).remove(id));
+                if let Some(Pending::ListFirst(parked)) = pending {
+                    return self.listed_for_parked(message, *parked);
+                }
                 // Hosts show a failed call's error text to the model: it is output too.
                 let forward = match (id, pending) {
                     (Some(id), Some(Pending::ToolsCall { tool })) => {
@@ -656,6 +832,7 @@ impl Guard {
                 return ServerForward::Replaced(error_response(id, codes::REFUSED, &text, None));
             }
         };
+        self.learn_listing(&list.tools);
         let keep = match self.decider.tools_listed(&self.server, &list.tools) {
             Ok(verdict) if verdict.keep.len() == list.tools.len() => verdict.keep,
             Ok(verdict) => {
@@ -781,11 +958,17 @@ impl Guard {
             self.max_message_bytes
         );
         self.record(self.refused(text.clone(), "server"));
-        let forward = match id_hint {
-            Some(id) if lock(&self.client_pending).remove(id).is_some() => {
-                Forward::Replaced(error_response(id, codes::REFUSED, &text, None))
-            }
-            _ => Forward::Drop,
+        let pending = id_hint.and_then(|id| lock(&self.client_pending).remove(id).map(|p| (id, p)));
+        let forward = match pending {
+            // The listing a parked call waited for: the call gets the error.
+            Some((_, Pending::ListFirst(parked))) => match parse(&parked.line) {
+                Ok(Frame::Single(call)) => call.id().map_or(Forward::Drop, |id| {
+                    Forward::Replaced(error_response(id, codes::REFUSED, &text, None))
+                }),
+                _ => Forward::Drop,
+            },
+            Some((id, _)) => Forward::Replaced(error_response(id, codes::REFUSED, &text, None)),
+            None => Forward::Drop,
         };
         Outcome {
             forward,

@@ -30,6 +30,15 @@ fn harness(yaml: &str) -> Harness {
     harness_with(yaml, None)
 }
 
+/// A guard that lists first, as the stdio shim's does.
+fn listing_first(yaml: &str) -> Harness {
+    let h = harness(yaml);
+    Harness {
+        guard: h.guard.listing_first(),
+        ..h
+    }
+}
+
 const BLOCK_WRITES: &str = r#"
 sandbox:
   mcp:
@@ -734,4 +743,112 @@ fn server_logs_and_resource_updates_are_inspected_as_output() {
             .iter()
             .any(|e| e.event == EventKind::McpOutputInspection)
     );
+}
+
+/// The guard's own tools/list that went to the server in place of a call: its id and params.
+fn own_listing(out: &Outcome) -> (Value, Value) {
+    let sent = forwarded_json(out);
+    assert_eq!(sent["method"], "tools/list", "{sent}");
+    assert!(out.reply.is_empty());
+    (sent["id"].clone(), sent["params"].clone())
+}
+
+fn listing_answer(id: &Value, tools: Value, next: Option<&str>) -> Vec<u8> {
+    let mut result = json!({"tools": tools});
+    if let Some(cursor) = next {
+        result["nextCursor"] = json!(cursor);
+    }
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap()
+}
+
+#[test]
+fn a_call_of_a_tool_not_seen_listed_waits_for_the_guards_own_listing() {
+    let h = listing_first("sandbox: {mcp: {detection: {on_detection: block}}}");
+    // A client with a cached listing calls straight away, on 2026-07-28.
+    let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let out = h.guard.from_client(call);
+    let (id, params) = own_listing(&out);
+    assert_eq!(
+        params["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+        "the listing carries the call's envelope"
+    );
+    // The server lists the tool poisoned: held back, and the parked call refused to the client.
+    let tools =
+        json!([{"name": "add", "description": POISONED, "inputSchema": {"type": "object"}}]);
+    let out = h.guard.from_server(&listing_answer(&id, tools, None));
+    let refused = forwarded_json(&out);
+    assert_eq!(refused["id"], 7);
+    assert_eq!(refused["error"]["code"], codes::BLOCKED);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("detection")
+    );
+    assert!(out.reply.is_empty(), "nothing went to the server");
+}
+
+#[test]
+fn a_parked_call_goes_to_the_server_once_its_tool_is_listed_on_any_page() {
+    let h = listing_first("");
+    let call = br#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"echo","arguments":{}}}"#;
+    let (id, _) = own_listing(&h.guard.from_client(call));
+    // Not on the first page: the next one is asked for.
+    let first = json!([{"name": "add", "description": "Add.", "inputSchema": {"type": "object"}}]);
+    let out = h.guard.from_server(&listing_answer(&id, first, Some("p2")));
+    assert_eq!(
+        out.forward,
+        Forward::Drop,
+        "the client never sees the guard's listing"
+    );
+    let next: Value = serde_json::from_slice(&out.reply).unwrap();
+    assert_eq!(
+        (next["method"].as_str(), next["params"]["cursor"].as_str()),
+        (Some("tools/list"), Some("p2"))
+    );
+    let second =
+        json!([{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]);
+    let out = h
+        .guard
+        .from_server(&listing_answer(&next["id"], second, None));
+    assert_eq!(out.forward, Forward::Drop);
+    assert_eq!(
+        out.reply,
+        [call.as_slice(), b"\n"].concat(),
+        "the call goes on as it came"
+    );
+    // Its result reaches the client, correlated.
+    let result =
+        br#"{"jsonrpc":"2.0","id":"c1","result":{"content":[{"type":"text","text":"hi"}]}}"#;
+    assert_eq!(h.guard.from_server(result), Outcome::default());
+    // Listed now: the next call goes straight on.
+    let again = br#"{"jsonrpc":"2.0","id":"c2","method":"tools/call","params":{"name":"echo","arguments":{}}}"#;
+    assert_eq!(h.guard.from_client(again), Outcome::default());
+}
+
+#[test]
+fn a_tool_the_listing_lacks_is_decided_as_unlisted_and_fail_closed_keeps_its_meaning() {
+    for (yaml, blocked) in [("", false), ("sandbox: {mcp: {fail_closed: true}}", true)] {
+        let h = listing_first(yaml);
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ghost","arguments":{}}}"#;
+        let (id, _) = own_listing(&h.guard.from_client(call));
+        let out = h.guard.from_server(&listing_answer(&id, json!([]), None));
+        if blocked {
+            assert_eq!(
+                forwarded_json(&out)["error"]["code"],
+                codes::BLOCKED,
+                "{yaml}"
+            );
+        } else {
+            assert_eq!(out.reply, [call.as_slice(), b"\n"].concat(), "{yaml}");
+        }
+    }
+    // A server that answers the listing with an error: decided on what is known.
+    let h = listing_first("");
+    let call =
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}"#;
+    let (id, _) = own_listing(&h.guard.from_client(call));
+    let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}});
+    let out = h.guard.from_server(error.to_string().as_bytes());
+    assert_eq!(out.reply, [call.as_slice(), b"\n"].concat());
 }

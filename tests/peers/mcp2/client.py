@@ -1,9 +1,11 @@
 """An MCP client on the official Python SDK (`mcp` 2.x) in a chosen protocol era, over stdio.
 
-    python client.py --mode auto|legacy|2026-07-28 [--call TOOL[:JSON_ARGS]]... -- COMMAND ARGS...
+    python client.py --mode auto|legacy|2026-07-28 [--no-list] [--call TOOL[:JSON_ARGS]]...
+                     -- COMMAND ARGS...
 
-It connects (2026-07-28 by server/discover; legacy by initialize; auto probes), lists the tools,
-calls each --call in order, and prints one JSON object:
+It connects (2026-07-28 by server/discover; legacy by initialize; auto probes), lists the tools
+(unless --no-list: a client with a cached listing), calls each --call in order, and prints one
+JSON object:
 
     {"protocol_version": str, "instructions": str|null, "tools": [names],
      "calls": [{"tool": str, "ok": bool, "text": str}],       # text: the result's, or the error
@@ -26,6 +28,7 @@ def parse_args():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="auto")
     parser.add_argument("--call", action="append", default=[])
+    parser.add_argument("--no-list", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command and args.command[0] == "--":
@@ -74,8 +77,9 @@ async def main():
     ) as client:
         out["protocol_version"] = client.protocol_version
         out["instructions"] = getattr(client, "instructions", None)
-        listed = await client.list_tools()
-        out["tools"] = sorted(tool.name for tool in listed.tools)
+        if not args.no_list:
+            listed = await client.list_tools()
+            out["tools"] = sorted(tool.name for tool in listed.tools)
         for spec in args.call:
             name, _, raw = spec.partition(":")
             arguments = json.loads(raw) if raw else {}
