@@ -293,3 +293,119 @@ fn a_withheld_tool_is_refused_to_a_client_that_never_listed() {
         assert_eq!(calls[1], ("add".to_owned(), true, "3".to_owned()), "{era}");
     }
 }
+
+/// A server process, stopped when the test ends however it ends.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The dual-era server over Streamable HTTP on `ip`: its process and URL, once it accepts.
+fn http_server(ip: &str) -> (Stopped, String) {
+    let port = std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let line = mcp2::server(&["--http", &format!("{ip}:{port}")]);
+    let mut cmd = std::process::Command::new(&line[0]);
+    cmd.args(&line[1..]);
+    let (child, addr) = agentsh_tests::spawn_listening(cmd, "the MCP SDK 2.x HTTP server");
+    // It says so just before it binds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} never accepted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (Stopped(child), format!("http://{addr}/mcp"))
+}
+
+/// Streamable HTTP on the 2026-07-28 wire through the transparent path: the same refusals as
+/// on stdio (stateless requests, input requests judged), and a request whose Mcp-Name header
+/// names another tool than its body is refused before the server sees it.
+#[test]
+fn streamable_http_2026_through_the_transparent_path() {
+    if !agentsh_tests::kernel::can_load_hooks("mcp_eras_http") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server, url) = http_server("127.0.0.16");
+    let daemon = Daemon::start_with(
+        dir.path(),
+        &format!(
+            "sandbox:\n  mcp:\n    servers:\n      - {{id: deploy, type: http, url: \"{url}\"}}\n"
+        ),
+        "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.16]\n",
+    );
+    let quoted = |line: Vec<String>| {
+        line.iter()
+            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut client = mcp2::client_command(
+        "2026-07-28",
+        &["--url", &url],
+        &["add:{\"a\":1,\"b\":2}", "password"],
+        &[],
+    );
+    // No server command: the URL names it.
+    client.pop();
+    let mut script = vec![quoted(client)];
+    // A raw 2026-07-28 call whose header names a harmless tool, its body another one.
+    let smuggle = format!(
+        r#"python3 -c "
+import json, urllib.request, urllib.error
+body = {{'jsonrpc': '2.0', 'id': 9, 'method': 'tools/call', 'params': {{'name': 'password', 'arguments': {{}},
+  '_meta': {{'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {{}}}}}}}}
+req = urllib.request.Request('{url}', data=json.dumps(body).encode(), method='POST', headers={{
+  'content-type': 'application/json', 'accept': 'application/json, text/event-stream',
+  'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'add'}})
+try:
+    urllib.request.urlopen(req); print(json.dumps({{'status': 200}}))
+except urllib.error.HTTPError as e:
+    print(json.dumps({{'status': e.code, 'body': json.loads(e.read())}}))
+""#
+    );
+    script.push(smuggle);
+    let out = daemon.run_session("http-eras", &script.join(" && "));
+    drop(server);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    let answer = &lines[0];
+    assert_eq!(answer["protocol_version"], "2026-07-28", "{answer}");
+    let calls = mcp2::calls(answer);
+    assert_eq!(calls[0], ("add".to_owned(), true, "3".to_owned()));
+    assert!(
+        !calls[1].1 && calls[1].2.contains("server_requests"),
+        "{calls:?}"
+    );
+    assert!(mcp2::asked(answer).is_empty(), "{answer}");
+    let smuggled = &lines[1];
+    assert_eq!(smuggled["status"], 400, "{smuggled}");
+    assert_eq!(smuggled["body"]["error"]["code"], -32020, "{smuggled}");
+    assert!(
+        smuggled["body"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("agentsh") && m.contains("Mcp-Name")),
+        "{smuggled}"
+    );
+    let refused = daemon.json_lines(&["mcp", "events", "--type", "mcp_message_refused", "--json"]);
+    assert!(
+        refused
+            .iter()
+            .any(|e| e["rule"] == "mcp_headers" && e["server"] == "deploy"),
+        "{refused:#?}"
+    );
+}

@@ -61,6 +61,9 @@ async fn forward(
         })?
         .to_bytes();
     let body = if head.method == Method::POST {
+        if let Some(refused) = check_headers(&head.headers, &body, http) {
+            return Ok(refused);
+        }
         match http.client_post(body) {
             ClientAction::Forward(body) => body,
             ClientAction::Answer(json) => return Ok(json_response(StatusCode::OK, json.into())),
@@ -247,6 +250,41 @@ fn empty_response(status: StatusCode) -> Response<ResponseBody> {
 
 /// agentsh answers in the server's place: a JSON-RPC error without an id (the request could
 /// not be read or sent), with the reason.
+/// A 2026-07-28 POST whose MCP headers disagree with its body: refused as a server would
+/// refuse it, and recorded. None: the headers agree (or the body is not JSON, the guard's).
+fn check_headers(
+    headers: &http::HeaderMap,
+    body: &[u8],
+    http: &McpHttp,
+) -> Option<Response<ResponseBody>> {
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let mismatch = super::mcp_headers::check(headers, &message).err()?;
+    let reason = format!("request refused: its MCP headers disagree with its body: {mismatch}");
+    http.record(
+        Event::new(
+            EventKind::McpMessageRefused,
+            http.server(),
+            Action::Block,
+            reason.clone(),
+        )
+        .rule("mcp_headers")
+        .details(serde_json::json!({"from": "client"})),
+    );
+    let id = message
+        .get("id")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": super::mcp_headers::HEADER_MISMATCH, "message": format!("agentsh: {reason}")},
+    });
+    Some(json_response(
+        StatusCode::BAD_REQUEST,
+        Bytes::from(answer.to_string()),
+    ))
+}
+
 fn refusal(status: StatusCode, reason: &str) -> Response<ResponseBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",

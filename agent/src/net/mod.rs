@@ -6,6 +6,7 @@
 pub mod front;
 pub mod listen;
 pub mod mcp_exchange;
+pub mod mcp_headers;
 pub mod mcp_http;
 pub mod origin;
 pub mod prefetch;

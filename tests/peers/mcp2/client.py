@@ -1,7 +1,7 @@
 """An MCP client on the official Python SDK (`mcp` 2.x) in a chosen protocol era, over stdio.
 
     python client.py --mode auto|legacy|2026-07-28 [--no-list] [--call TOOL[:JSON_ARGS]]...
-                     -- COMMAND ARGS...
+                     (-- COMMAND ARGS... | --url URL)
 
 It connects (2026-07-28 by server/discover; legacy by initialize; auto probes), lists the tools
 (unless --no-list: a client with a cached listing), calls each --call in order, and prints one
@@ -29,12 +29,13 @@ def parse_args():
     parser.add_argument("--mode", default="auto")
     parser.add_argument("--call", action="append", default=[])
     parser.add_argument("--no-list", action="store_true")
+    parser.add_argument("--url", help="a Streamable HTTP server instead of a command")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
-    if not args.command:
-        parser.error("the server command follows --")
+    if not args.command and not args.url:
+        parser.error("the server command follows --, or --url names one")
     return args
 
 
@@ -59,7 +60,7 @@ async def main():
         asked.append({"kind": "roots"})
         return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
 
-    server = StdioServerParameters(command=args.command[0], args=args.command[1:])
+    server = args.url or StdioServerParameters(command=args.command[0], args=args.command[1:])
     logs = []
 
     async def on_log(params):

@@ -3,7 +3,10 @@
 the way each era asks: on 2026-07-28 by returning `input_required` (multi round-trip requests),
 on 2025-11-25 by sending the request of their own mid-call.
 
-    python server.py [--instructions TEXT] [--poisoned]
+    python server.py [--instructions TEXT] [--poisoned] [--http HOST:PORT]
+
+Over stdio, or with --http over Streamable HTTP at http://HOST:PORT/mcp (it prints
+"listening HOST:PORT" once it serves).
 
 Tools:
   add(a, b)          plain arithmetic
@@ -139,5 +142,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--instructions", default="Tools for the deployment service.")
     parser.add_argument("--poisoned", action="store_true")
+    parser.add_argument("--http")
     args = parser.parse_args()
-    build(args.instructions, args.poisoned).run()
+    server = build(args.instructions, args.poisoned)
+    if args.http:
+        host, port = args.http.rsplit(":", 1)
+        print(f"listening {host}:{port}", flush=True)
+        server.run(transport="streamable-http", host=host, port=int(port))
+    else:
+        server.run()
