@@ -490,12 +490,15 @@ fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
     assert_eq!(
         stdout.trim(),
         "ECONNREFUSED",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{}\nagentshd:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.stderr()
     );
+    let late = destination.accept();
     assert!(
-        destination.accept().is_err(),
-        "the connection reached its destination around the dead daemon"
+        late.is_err(),
+        "a connection reached its destination around the dead daemon ({late:?}):\n{}",
+        daemon.stderr()
     );
 }
 
