@@ -359,11 +359,7 @@ impl Guard {
             }
         };
         match capabilities::without(message.value(), initialize, &withhold) {
-            Some(rewritten) => {
-                let mut bytes = rewritten.to_string().into_bytes();
-                bytes.push(b'\n');
-                ClientCheck::Rewrite(pending, bytes)
-            }
+            Some(rewritten) => ClientCheck::Rewrite(pending, line_of(&rewritten)),
             None => ClientCheck::Forward(pending),
         }
     }
@@ -891,9 +887,7 @@ impl Guard {
             let notice = crate::engine::instructions::withheld_notice(&self.server, &reason);
             result.insert("instructions".to_owned(), Value::String(notice));
         }
-        let mut bytes = value.to_string().into_bytes();
-        bytes.push(b'\n');
-        ServerForward::Replaced(bytes)
+        ServerForward::Replaced(line_of(&value))
     }
 
     /// Notifications whose payload hosts show (server logs, resource updates) are output too.
@@ -926,9 +920,7 @@ impl Guard {
             let notice = format!("[agentsh] withheld: {reason}");
             params.insert("data".to_owned(), Value::String(notice));
         }
-        let mut bytes = value.to_string().into_bytes();
-        bytes.push(b'\n');
-        ServerForward::Replaced(bytes)
+        ServerForward::Replaced(line_of(&value))
     }
 
     /// Output inspection of a tools/call, resources/read or prompts/get result, or of the
@@ -1023,6 +1015,13 @@ fn split_hazard(line: &[u8]) -> Option<&'static str> {
     memchr::memchr(b'\r', line).map(|_| {
         "bare carriage return inside a message (line readers that split on \\r would see other messages)"
     })
+}
+
+/// A message the guard rewrote, as the line it forwards.
+fn line_of(message: &Value) -> Vec<u8> {
+    let mut line = message.to_string().into_bytes();
+    line.push(b'\n');
+    line
 }
 
 fn json_kind(value: &Value) -> &'static str {
