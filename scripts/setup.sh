@@ -62,6 +62,8 @@ npm_peers() {
   fi
 }
 npm_peers "$here/tests/peers" "test peers"
+# The MCP TypeScript SDK v2 (its 2026-07-28 server and client), in a lock of its own.
+npm_peers "$here/tests/peers/ts2" "MCP TypeScript SDK v2 peers"
 
 # Python runs test peers, each from a venv of its own beside its requirements.txt: the fake LLM
 # upstream and the official Anthropic and OpenAI SDK clients (tests/peers/llm), an OTLP collector
@@ -124,6 +126,10 @@ debian_mirror() {
 
 if [ "${1:-}" = --tests ]; then
   agent_peers
+  # The official MCP conformance suite (it needs Node 22, which npm ships as a package) and the
+  # MCP Python SDK's everything server it tests, run behind agentshd (tests/peers/conformance).
+  npm_peers "$here/tests/peers/conformance" "MCP conformance suite, Node 22"
+  python_peers conformance
   apt_install binutils
   command -v cargo-deb >/dev/null || { say "cargo install cargo-deb"; cargo install --locked cargo-deb; }
   command -v cargo-generate-rpm >/dev/null ||

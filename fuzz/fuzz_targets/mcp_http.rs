@@ -252,17 +252,19 @@ fn run(ops: &[Op], split: bool) -> Vec<Vec<u8>> {
     for op in ops.iter().take(8) {
         match op {
             Op::ClientPost(body) => {
-                if let ClientAction::Forward(forwarded) =
+                if let ClientAction::Forward(forwarded, _) =
                     http.client_post(Bytes::from(body.render()))
                 {
                     assert_no_blocked_call(&forwarded);
                 }
             }
             Op::ClientRaw(bytes) => {
-                if let ClientAction::Forward(forwarded) =
+                // This exchange ends unanswered (an HTTP error): its ids are forgotten.
+                if let ClientAction::Forward(forwarded, posted) =
                     http.client_post(Bytes::from(bytes.clone()))
                 {
                     assert_no_blocked_call(&forwarded);
+                    http.exchange_ended(&posted);
                 }
             }
             Op::ServerJson(body) => {

@@ -1,8 +1,9 @@
 //! The server's environment: what a wrapped MCP server may see of ours.
 //!
 //! Order of rules: `env_deny` always removes; with a non-empty `env_allow` only the standard
-//! variables and the allowed ones pass; without one everything passes except credentials
-//! (sensitive names and suffixes), which pass only when `env_allow` names them.
+//! variables and the allowed ones pass; with only `env_deny`, everything else passes (the
+//! policy chose what to remove: the design documents' "strip these, pass all others"); with
+//! neither, everything passes except credentials (sensitive names and suffixes).
 
 use std::ffi::OsString;
 
@@ -86,6 +87,7 @@ pub struct EnvRules<'a> {
     pub allow: &'a dyn Fn(&str) -> bool,
     pub allow_is_set: bool,
     pub deny: &'a dyn Fn(&str) -> bool,
+    pub deny_is_set: bool,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -138,7 +140,7 @@ pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvR
         } else if rules.allow_is_set {
             is_standard(text) || (rules.allow)(text)
         } else {
-            !is_sensitive(text) || (rules.allow)(text)
+            rules.deny_is_set || !is_sensitive(text)
         };
         if keep {
             out.kept.push((name, value));
@@ -197,6 +199,7 @@ mod tests {
             allow: &none,
             allow_is_set: false,
             deny: &none,
+            deny_is_set: false,
         };
         let f = filter(
             vars(&[
@@ -234,6 +237,7 @@ mod tests {
             allow: &allow,
             allow_is_set: true,
             deny: &deny,
+            deny_is_set: true,
         };
         let f = filter(
             vars(&["PATH", "LC_ALL", "GITHUB_TOKEN", "NPM_TOKEN", "EDITOR"]),
@@ -244,6 +248,30 @@ mod tests {
     }
 
     #[test]
+    fn a_deny_list_alone_removes_what_it_names_and_passes_the_rest() {
+        let none = |_: &str| false;
+        let deny = |n: &str| n.starts_with("AWS_") || n == "ANTHROPIC_API_KEY";
+        let rules = EnvRules {
+            allow: &none,
+            allow_is_set: false,
+            deny: &deny,
+            deny_is_set: true,
+        };
+        let f = filter(
+            vars(&[
+                "PATH",
+                "GITHUB_TOKEN",
+                "AWS_SECRET_ACCESS_KEY",
+                "ANTHROPIC_API_KEY",
+                "EDITOR",
+            ]),
+            &rules,
+        );
+        assert_eq!(kept(&f), ["PATH", "GITHUB_TOKEN", "EDITOR"]);
+        assert_eq!(f.removed, ["ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"]);
+    }
+
+    #[test]
     fn non_utf8_names_are_removed() {
         use std::os::unix::ffi::OsStringExt;
         let none = |_: &str| false;
@@ -251,6 +279,7 @@ mod tests {
             allow: &none,
             allow_is_set: false,
             deny: &none,
+            deny_is_set: false,
         };
         let f = filter(
             vec![(OsString::from_vec(vec![0xff, b'A']), OsString::from("x"))],

@@ -160,6 +160,7 @@ fn run(args: Args) -> Result<std::convert::Infallible> {
                 allow: &allow_fn,
                 allow_is_set: !allow.is_empty(),
                 deny: &deny_fn,
+                deny_is_set: !deny.is_empty(),
             },
         );
         env::drop_launcher_dir(&mut filtered.kept);

@@ -125,7 +125,7 @@ fn a_shadowing_server_and_a_look_alike_server_name() {
 }
 
 #[test]
-fn rate_limit_per_server_and_burst_across_servers() {
+fn rate_limits_and_burst_count_per_server() {
     if skip_unless_root() {
         return;
     }
@@ -183,7 +183,8 @@ fn rate_limit_per_server_and_burst_across_servers() {
     ]);
     assert_eq!(limited.len(), 3, "{limited:#?}");
 
-    // Burst counts calls across the session's servers: the 5th within the window is refused.
+    // Burst counts each server's calls: memory's 5th within the window is refused, roomy's
+    // calls in between count for roomy alone.
     let burst = dir.path().join("burst.yaml");
     std::fs::write(
         &burst,
@@ -198,17 +199,23 @@ fn rate_limit_per_server_and_burst_across_servers() {
     let script = [
         client(&calls("read_graph", 3), MEMORY),
         client(&calls("read_graph", 2), &shimmed("roomy", MEMORY)),
+        client(&calls("read_graph", 2), MEMORY),
     ]
     .join(" && ");
     let out = daemon.run_session_with(&["--policy", burst.to_str().unwrap()], "burst", &script);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     let steps = steps(&out.stdout);
     let allowed: Vec<bool> = steps.iter().map(|s| s["ok"] == true).collect();
-    assert_eq!(allowed, [true, true, true, true, false], "{}", out.stdout);
-    let message = error_message(&steps[4]);
+    assert_eq!(
+        allowed,
+        [true, true, true, true, true, true, false],
+        "{}",
+        out.stdout
+    );
+    let message = error_message(&steps[6]);
     assert!(message.contains("cross_server/burst"), "{message}");
     assert!(
-        message.contains("more than 4 calls within 60s"),
+        message.contains("more than 4 calls to server 'memory' within 1m"),
         "{message}"
     );
 }

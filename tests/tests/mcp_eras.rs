@@ -33,7 +33,7 @@ fn through_shim(policy: &std::path::Path, audit: &std::path::Path) -> Vec<String
 }
 
 #[test]
-fn the_default_policy_refuses_sampling_and_elicitation_in_both_eras() {
+fn the_default_policy_refuses_sampling_elicitation_and_roots_in_both_eras() {
     let shipped = repo_root().join("policies/default.yaml");
     for era in ERAS {
         let dir = tempfile::tempdir().unwrap();
@@ -49,18 +49,15 @@ fn the_default_policy_refuses_sampling_and_elicitation_in_both_eras() {
                 .unwrap_or_else(|| panic!("{era}: no call of {tool}: {out}"))
                 .clone()
         };
-        // Allowed: arithmetic and the roots the default policy allows.
+        // Allowed: arithmetic.
         assert_eq!(by_tool("add"), ("add".into(), true, "3".into()), "{era}");
-        assert_eq!(
-            by_tool("where"),
-            ("where".into(), true, "got: file:///work".into()),
-            "{era}"
-        );
-        // Refused, naming the rule, in both eras.
+        // Refused, naming the rule, in both eras: a form and a URL elicitation, a sampling
+        // request, and the roots.
         for (tool, method) in [
             ("password", "elicitation/create"),
             ("phish", "elicitation/create"),
             ("summarize", "sampling/createMessage"),
+            ("where", "roots/list"),
         ] {
             let (_, ok, text) = by_tool(tool);
             assert!(!ok, "{era} {tool}: {text}");
@@ -70,9 +67,9 @@ fn the_default_policy_refuses_sampling_and_elicitation_in_both_eras() {
             );
         }
         // Nothing the policy refuses reached the client's callbacks.
-        assert_eq!(mcp2::asked(&out), ["roots"], "{era}: {out}");
-        // The server was told only of what the client may be asked.
-        assert_eq!(by_tool("declared").2, "roots", "{era}");
+        assert!(mcp2::asked(&out).is_empty(), "{era}: {out}");
+        // The server was told of nothing the client could be asked.
+        assert_eq!(by_tool("declared").2, "", "{era}");
 
         let refused: Vec<String> = audit_events(&audit)
             .iter()
@@ -84,7 +81,8 @@ fn the_default_policy_refuses_sampling_and_elicitation_in_both_eras() {
             [
                 "elicitation/create",
                 "elicitation/create",
-                "sampling/createMessage"
+                "sampling/createMessage",
+                "roots/list"
             ],
             "{era}"
         );
@@ -163,7 +161,7 @@ fn in_a_session_agentshd_withholds_and_refuses_the_same() {
             !calls[0].1 && calls[0].2.contains("server_requests"),
             "{era}: {calls:?}"
         );
-        assert_eq!(calls[1].2, "roots", "{era}: withheld by agentshd's policy");
+        assert_eq!(calls[1].2, "", "{era}: withheld by agentshd's policy");
         assert!(mcp2::asked(&out).is_empty(), "{era}: {out}");
     }
     let events = daemon.json_lines(&["mcp", "events", "--type", "mcp_server_request", "--json"]);

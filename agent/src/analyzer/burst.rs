@@ -42,6 +42,11 @@ impl CallWindow {
         within.saturating_add(1).min(max.saturating_add(1))
     }
 
+    /// The most recent attempt recorded.
+    pub fn latest(&self) -> Option<Instant> {
+        self.times.back().copied()
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.times.len()

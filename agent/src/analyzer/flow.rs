@@ -91,12 +91,14 @@ impl FlowIndex {
     }
 
     /// The newest recorded output of a server other than `destination` whose text appears in
-    /// `arguments`; with `turn`, only outputs recorded in that turn count.
+    /// `arguments`; with `turn`, only outputs recorded in that turn count, with `since`, only
+    /// those recorded then or later.
     pub fn find(
         &self,
         destination: &str,
         arguments: &Map<String, Value>,
         turn: Option<u64>,
+        since: Option<Instant>,
     ) -> Option<FlowSource<'_>> {
         if self.newest_holder.is_empty() {
             // Nothing recorded yet: no need to winnow the arguments.
@@ -115,8 +117,9 @@ impl FlowIndex {
                 else {
                     continue;
                 };
-                let eligible =
-                    output.server != destination && turn.is_none_or(|t| output.turn == t);
+                let eligible = output.server != destination
+                    && turn.is_none_or(|t| output.turn == t)
+                    && since.is_none_or(|t| output.at >= t);
                 if eligible && best.as_ref().is_none_or(|(b, _)| output.seq > b.seq) {
                     best = Some((output, pointer.to_owned()));
                 }
@@ -287,7 +290,7 @@ mod tests {
         let call = args(
             json!({"channel": "C1", "blocks": [{"text": {"a/b~": format!("see {SECRET}!")}}]}),
         );
-        let found = index.find("slack", &call, None);
+        let found = index.find("slack", &call, None, None);
         assert_eq!(
             found,
             Some(FlowSource {
@@ -298,10 +301,10 @@ mod tests {
             })
         );
         // The same server is not a cross-server flow.
-        assert_eq!(index.find("filesystem", &call, None), None);
+        assert_eq!(index.find("filesystem", &call, None, None), None);
         // Unrelated arguments match nothing.
         assert_eq!(
-            index.find("slack", &args(json!({"text": filler(3, 500)})), None),
+            index.find("slack", &args(json!({"text": filler(3, 500)})), None, None),
             None
         );
     }
@@ -318,6 +321,7 @@ mod tests {
                 .find(
                     "web",
                     &args(json!({"url": format!("https://x.test/?q={SECRET}")})),
+                    None,
                     None
                 )
                 .is_some()
@@ -339,9 +343,9 @@ mod tests {
         let mut index = FlowIndex::new(1000, 10);
         index.record("a", "read", &result(SECRET), t0, 3);
         let call = args(json!({"body": SECRET}));
-        assert!(index.find("b", &call, Some(3)).is_some());
-        assert!(index.find("b", &call, Some(4)).is_none());
-        assert!(index.find("b", &call, None).is_some());
+        assert!(index.find("b", &call, Some(3), None).is_some());
+        assert!(index.find("b", &call, Some(4), None).is_none());
+        assert!(index.find("b", &call, None, None).is_some());
     }
 
     #[test]
@@ -352,7 +356,7 @@ mod tests {
         index.record("a", "read", &result(SECRET), t0, 0);
         index.record("c", "get", &result(SECRET), t1, 0);
         let call = args(json!({"body": SECRET}));
-        let found = index.find("b", &call, None).map(|s| (s.server, s.at));
+        let found = index.find("b", &call, None, None).map(|s| (s.server, s.at));
         assert_eq!(found, Some(("c", t1)));
     }
 
@@ -368,9 +372,12 @@ mod tests {
         }
         // The newest output is found, the first one is gone.
         let newest = args(json!({"x": texts[19].as_str()}));
-        assert_eq!(index.find("b", &newest, None).map(|s| s.tool), Some("t19"));
+        assert_eq!(
+            index.find("b", &newest, None, None).map(|s| s.tool),
+            Some("t19")
+        );
         let oldest = args(json!({"x": texts[0].as_str()}));
-        assert_eq!(index.find("b", &oldest, None), None);
+        assert_eq!(index.find("b", &oldest, None, None), None);
     }
 
     #[test]
@@ -399,7 +406,7 @@ mod tests {
         // Text at the very end is still covered.
         assert!(
             index
-                .find("b", &args(json!({"x": tail_secret})), None)
+                .find("b", &args(json!({"x": tail_secret})), None, None)
                 .is_some()
         );
     }

@@ -1,6 +1,6 @@
 //! One agent session's history, and the cross-server rules evaluated over it.
 //!
-//! Windows are inclusive: an event exactly `window_seconds` old still counts, one nanosecond
+//! Windows are inclusive: an event exactly `window` old still counts, one nanosecond
 //! older does not. Instants that arrive out of order (callers on several threads) count as
 //! zero seconds old rather than being dropped.
 
@@ -19,7 +19,7 @@ use super::{CallContext, Categories, CrossFinding, CrossRule};
 /// [`SessionHistory::start_turn`] marks it first.
 pub const TURN_IDLE: Duration = Duration::from_secs(30);
 
-/// How long a read is remembered: the longest `read_then_send.window_seconds` a policy accepts.
+/// How long a read is remembered: the longest `read_then_send.window` a policy accepts.
 const READ_RETENTION: Duration = Duration::from_secs(86_400);
 
 /// Bounds on what one [`SessionHistory`] keeps.
@@ -31,20 +31,26 @@ pub struct HistoryLimits {
     pub max_outputs: usize,
     /// Servers whose latest read is remembered; the oldest read is forgotten first.
     pub max_read_servers: usize,
-    /// Call timestamps kept for `burst`; a `max_calls` above this is treated as this.
+    /// Call timestamps kept for `burst`, per server; a `max_calls` above this is treated as
+    /// this.
     pub max_burst_calls: usize,
+    /// Servers whose recent calls are kept for `burst`; the one called least recently is
+    /// forgotten first.
+    pub max_burst_servers: usize,
 }
 
 impl Default for HistoryLimits {
     /// A few MiB for a session at every bound, which it reaches only by recording that much:
     /// 64 Ki fingerprints (the index and per-output lists, ~40 bytes each) covering roughly the
-    /// last 450 KiB of output text, and 64 Ki burst timestamps (16 bytes each).
+    /// last 450 KiB of output text, and 4 Ki burst timestamps (16 bytes each) for each of 256
+    /// servers.
     fn default() -> Self {
         Self {
             max_fingerprints: 1 << 16,
             max_outputs: 1024,
             max_read_servers: 256,
-            max_burst_calls: 1 << 16,
+            max_burst_calls: 1 << 12,
+            max_burst_servers: 256,
         }
     }
 }
@@ -59,7 +65,8 @@ pub struct SessionHistory {
     /// Server id -> its latest allowed READ call.
     reads: HashMap<String, Read>,
     outputs: FlowIndex,
-    calls: CallWindow,
+    /// Server id -> its recent call attempts (burst counts per server).
+    calls: HashMap<String, CallWindow>,
 }
 
 #[derive(Debug)]
@@ -82,7 +89,7 @@ impl SessionHistory {
             last_activity: None,
             reads: HashMap::new(),
             outputs: FlowIndex::new(limits.max_fingerprints, limits.max_outputs),
-            calls: CallWindow::default(),
+            calls: HashMap::new(),
         }
     }
 
@@ -95,7 +102,8 @@ impl SessionHistory {
         }
         let attempts = cfg.burst.enabled.then(|| {
             let max = self.max_burst_calls(&cfg.burst);
-            self.calls.record(call.now, cfg.burst.window(), max)
+            self.server_calls(call.server, call.now)
+                .record(call.now, cfg.burst.window, max)
         });
         self.findings(cfg, call, self.turn, attempts)
     }
@@ -108,7 +116,9 @@ impl SessionHistory {
         }
         let attempts = cfg.burst.enabled.then(|| {
             let max = self.max_burst_calls(&cfg.burst);
-            self.calls.count_with(call.now, cfg.burst.window(), max)
+            self.calls
+                .get(call.server)
+                .map_or(1, |calls| calls.count_with(call.now, cfg.burst.window, max))
         });
         self.findings(cfg, call, self.turn_at(call.now), attempts)
     }
@@ -208,7 +218,7 @@ impl SessionHistory {
         if !call.categories.contains(Categories::SEND) {
             return None;
         }
-        let window = rule.window();
+        let window = rule.window;
         // The most recent read elsewhere (ties: the first server id, for stable output).
         let (server, read, ago) = self
             .reads
@@ -223,13 +233,16 @@ impl SessionHistory {
             action: rule.action,
             reason: format!(
                 "send via {}:{} {seconds_ago}s after read via {server}:{} \
-                 (read_then_send, window {}s)",
-                call.server, call.tool, read.tool, rule.window_seconds
+                 (read_then_send, window {})",
+                call.server,
+                call.tool,
+                read.tool,
+                humantime::format_duration(rule.window)
             ),
             details: json!({
                 "read": {"server": server, "tool": read.tool, "seconds_ago": seconds_ago},
                 "send": {"server": call.server, "tool": call.tool},
-                "window_seconds": rule.window_seconds,
+                "window_seconds": seconds_value(rule.window),
             }),
         })
     }
@@ -242,8 +255,17 @@ impl SessionHistory {
     ) -> Option<CrossFinding> {
         let arguments = call.arguments?;
         let turn = rule.same_turn_only.then_some(turn);
-        let source = self.outputs.find(call.server, arguments, turn)?;
+        let since = rule.window.and_then(|w| call.now.checked_sub(w));
+        let source = self.outputs.find(call.server, arguments, turn, since)?;
         let seconds_ago = call.now.saturating_duration_since(source.at).as_secs();
+        let mut details = json!({
+            "source": {"server": source.server, "tool": source.tool, "seconds_ago": seconds_ago},
+            "destination": {"server": call.server, "tool": call.tool, "argument": source.argument},
+            "same_turn_only": rule.same_turn_only,
+        });
+        if let Some(window) = rule.window {
+            details["window_seconds"] = seconds_value(window);
+        }
         Some(CrossFinding {
             rule: CrossRule::CrossServerFlow,
             action: rule.action,
@@ -252,12 +274,24 @@ impl SessionHistory {
                  earlier (cross_server_flow)",
                 source.argument, call.server, call.tool, source.server, source.tool
             ),
-            details: json!({
-                "source": {"server": source.server, "tool": source.tool, "seconds_ago": seconds_ago},
-                "destination": {"server": call.server, "tool": call.tool, "argument": source.argument},
-                "same_turn_only": rule.same_turn_only,
-            }),
+            details,
         })
+    }
+
+    /// The burst window of `server`, made room for: the server called least recently is
+    /// forgotten when too many are tracked.
+    fn server_calls(&mut self, server: &str, now: Instant) -> &mut CallWindow {
+        if !self.calls.contains_key(server) && self.calls.len() >= self.limits.max_burst_servers {
+            let stalest = self
+                .calls
+                .iter()
+                .min_by_key(|(_, calls)| calls.latest().unwrap_or(now))
+                .map(|(server, _)| server.clone());
+            if let Some(stalest) = stalest {
+                self.calls.remove(&stalest);
+            }
+        }
+        self.calls.entry(server.to_owned()).or_default()
     }
 
     fn max_burst_calls(&self, rule: &Burst) -> usize {
@@ -272,16 +306,28 @@ impl SessionHistory {
             rule: CrossRule::Burst,
             action: rule.action,
             reason: format!(
-                "call to {}:{} makes more than {max_calls} calls within {}s in this session (burst)",
-                call.server, call.tool, rule.window_seconds
+                "call to {}:{} makes more than {max_calls} calls to server '{}' within {} (burst)",
+                call.server,
+                call.tool,
+                call.server,
+                humantime::format_duration(rule.window)
             ),
             details: json!({
                 "calls": calls,
                 "max_calls": max_calls,
-                "window_seconds": rule.window_seconds,
+                "window_seconds": seconds_value(rule.window),
                 "call": {"server": call.server, "tool": call.tool},
             }),
         })
+    }
+}
+
+/// A window in seconds for the JSON details: whole seconds as an integer, else fractional.
+fn seconds_value(window: Duration) -> Value {
+    if window.subsec_nanos() == 0 {
+        json!(window.as_secs())
+    } else {
+        json!(window.as_secs_f64())
     }
 }
 
@@ -358,7 +404,7 @@ mod tests {
                 action: Action::Block,
                 reason:
                     "send via slack:slack_post_message 12s after read via filesystem:read_file \
-                         (read_then_send, window 300s)"
+                         (read_then_send, window 5m)"
                         .to_owned(),
                 details: json!({
                     "read": {"server": "filesystem", "tool": "read_file", "seconds_ago": 12},
@@ -373,7 +419,7 @@ mod tests {
     fn read_then_send_window_is_inclusive() {
         let t0 = Instant::now();
         let mut cfg = only(CrossRule::ReadThenSend);
-        cfg.read_then_send.window_seconds = 60;
+        cfg.read_then_send.window = Duration::from_secs(60);
         let mut h = SessionHistory::default();
         h.record_allowed_call(&call("fs", "read_file", R, None, t0));
         let at_edge = h.check_call(&cfg, &call("web", "fetch", R | S, None, t0 + secs(60)));
@@ -607,7 +653,7 @@ mod tests {
         let t0 = Instant::now();
         let mut cfg = only(CrossRule::Burst);
         cfg.burst.max_calls = 3;
-        cfg.burst.window_seconds = 10;
+        cfg.burst.window = Duration::from_secs(10);
         let mut h = SessionHistory::default();
         for i in 0..3 {
             let c = call("a", "t", Categories::NONE, None, t0 + secs(i));
@@ -620,7 +666,7 @@ mod tests {
             [CrossFinding {
                 rule: CrossRule::Burst,
                 action: Action::Alert,
-                reason: "call to a:t makes more than 3 calls within 10s in this session (burst)"
+                reason: "call to a:t makes more than 3 calls to server 'a' within 10s (burst)"
                     .to_owned(),
                 details: json!({
                     "calls": 4, "max_calls": 3, "window_seconds": 10,
@@ -634,16 +680,17 @@ mod tests {
             h.check_call(&cfg, &call("a", "t", Categories::NONE, None, later))
                 .is_empty()
         );
-        assert!(h.calls.len() <= 4);
+        assert!(h.calls["a"].len() <= 4);
     }
 
     #[test]
-    fn burst_counts_attempts_across_servers_and_bounds_memory() {
+    fn burst_counts_attempts_per_server_and_bounds_memory() {
         let t0 = Instant::now();
         let mut cfg = only(CrossRule::Burst);
         cfg.burst.max_calls = 1_000_000;
         let limits = HistoryLimits {
             max_burst_calls: 5,
+            max_burst_servers: 2,
             ..HistoryLimits::default()
         };
         let mut h = SessionHistory::new(limits);
@@ -658,11 +705,18 @@ mod tests {
                 t0 + Duration::from_millis(i),
             );
             fired.push(!h.check_call(&cfg, &c).is_empty());
-            assert!(h.calls.len() <= 6);
+            assert!(h.calls.values().all(|w| w.len() <= 6));
         }
-        // Clamped to 5: the 6th attempt onwards fires.
-        assert_eq!(fired.iter().position(|f| *f), Some(5));
-        assert!(fired[5..].iter().all(|f| *f));
+        // Each server's count is its own, clamped to 5: each one's 6th attempt onwards fires
+        // (attempts 10 and 11 overall).
+        assert_eq!(fired.iter().position(|f| *f), Some(10));
+        assert!(fired[10..].iter().all(|f| *f));
+
+        // A third server makes room by forgetting the one called least recently ("a").
+        let c = call("c", "t", Categories::NONE, None, t0 + secs(1));
+        assert!(h.check_call(&cfg, &c).is_empty());
+        assert_eq!(h.calls.len(), 2);
+        assert!(h.calls.contains_key("b") && h.calls.contains_key("c"));
     }
 
     #[test]
@@ -688,7 +742,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(rules(&h.preview_call(&cfg, &c(2))), ["burst"]);
         }
-        assert_eq!(h.calls.len(), 2);
+        assert_eq!(h.calls["a"].len(), 2);
         assert_eq!(rules(&h.check_call(&cfg, &c(2))), ["burst"]);
         // After TURN_IDLE the preview sees the next turn, as the check will.
         assert_eq!(h.turn_at(t0 + TURN_IDLE + secs(1)), h.turn + 1);

@@ -2,8 +2,9 @@
 //!
 //! Names are compared as skeletons: NFKC, lower case, confusables folded to Latin (Cyrillic and
 //! Greek look-alikes, `0`/`o`, `1`/`l`/`i`, `rn`/`m`, `vv`/`w`, and here also `3`/`e`, `4`/`a`,
-//! `7`/`t`, `$`/`s`), the `@scope/` and the generic words every server shares (`mcp`, `server`)
-//! dropped, separators removed. Two names with equal skeletons score 1.0.
+//! `7`/`t`, `$`/`s`), the `@scope/` and the generic words every server shares (`mcp`, `server`,
+//! and one-letter slips in the long ones, `servar`) dropped, separators removed. Two names with
+//! equal skeletons score 1.0.
 //!
 //! Otherwise the score is the normalised Damerau-Levenshtein similarity with Winkler's prefix
 //! bonus (0.1 per shared leading character, at most 4) for names of at least
@@ -74,7 +75,7 @@ fn name_skeleton(name: &str) -> String {
         .map(skeleton)
         .filter(|w| !w.is_empty())
         .collect();
-    let specific = |w: &String| !GENERIC_WORDS.contains(&w.as_str());
+    let specific = |w: &String| !is_generic(w);
     // Drop generic words at either end, unless nothing else is left (`mcp-server`).
     let core = match (
         words.iter().position(specific),
@@ -84,6 +85,16 @@ fn name_skeleton(name: &str) -> String {
         _ => &words,
     };
     core.concat().chars().map(fold_leet).collect()
+}
+
+/// A generic word, or a slip in a long one (`servar`, `sever`): squatting `notes-server` as
+/// `notes-servar` misspells the part nobody reads, and must not make the names look unlike.
+fn is_generic(word: &str) -> bool {
+    let folded: String = word.chars().map(fold_leet).collect();
+    GENERIC_WORDS.iter().any(|g| {
+        *g == folded
+            || (g.len() >= 5 && folded.len() >= 5 && strsim::damerau_levenshtein(g, &folded) <= 1)
+    })
 }
 
 /// Digit and symbol look-alikes that [`skeleton`] leaves alone. `6`, `8` and `9` stay: each
@@ -124,6 +135,17 @@ mod tests {
     use super::*;
 
     const THRESHOLD: f64 = 0.85;
+
+    #[test]
+    fn the_design_documents_example_is_a_look_alike() {
+        // Their typosquatting example, 0.92 by plain normalised Levenshtein.
+        let score = similarity("notes-servar", "notes-server");
+        assert!(score >= THRESHOLD, "{score}");
+        assert_eq!(
+            look_alike("notes-servar", ["notes-server"], THRESHOLD).map(|(n, _)| n),
+            Some("notes-server")
+        );
+    }
 
     #[test]
     fn look_alikes_at_the_default_threshold() {

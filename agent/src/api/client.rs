@@ -426,12 +426,18 @@ impl Decider for RemoteDecider {
         )
     }
 
-    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError> {
+    fn server_request(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<RequestVerdict, DecideError> {
         self.call(
             ops::SERVER_REQUEST,
             &ServerRequestArgs {
                 server: server.to_owned(),
                 method: method.to_owned(),
+                params: params.cloned(),
             },
         )
     }

@@ -222,6 +222,9 @@ pub struct InstructionsArgs {
 pub struct ServerRequestArgs {
     pub server: String,
     pub method: String,
+    /// The request's params, for the detector (absent from older shims: not scanned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

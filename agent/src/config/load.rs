@@ -4,8 +4,8 @@ use std::io::Read;
 use std::path::Path;
 
 use super::diagnostic::{ConfigError, Location, Report};
-use super::mcp_section;
-use super::reader::Fields;
+use super::mcp_section::{self, Section, agentshield, inspection};
+use super::reader::{self, Fields};
 use super::schema::{Policy, Sandbox};
 use super::validate::validate;
 use super::yaml::{self, Node};
@@ -14,8 +14,18 @@ use super::yaml::{self, Node};
 /// image) from being slurped into memory.
 pub const MAX_POLICY_BYTES: usize = 8 * 1024 * 1024;
 
-/// Top-level keys. A new top-level section is a key here plus a field on `Policy`.
-const ROOT_KEYS: &[&str] = &["sandbox"];
+/// Top-level keys: `sandbox` (its `mcp` section), or the same section as `mcp_rules` (the
+/// design documents' policy files); `mcp` (its `inspection` section, the tool-inspection
+/// design); and AgentShield's rule file keys. A new top-level section is a key here plus a
+/// field on `Policy`.
+const ROOT_KEYS: &[&str] = &[
+    "sandbox",
+    "mcp_rules",
+    "mcp",
+    agentshield::KEYS[0],
+    agentshield::KEYS[1],
+    agentshield::KEYS[2],
+];
 /// Keys under `sandbox:`. A new sandbox section is a key here plus a field on `Sandbox`.
 const SANDBOX_KEYS: &[&str] = &["mcp"];
 
@@ -91,18 +101,31 @@ fn read_root(r: &mut Report, root: &Node) -> Sandbox {
     let Some(top) = Fields::open(r, root, "", ROOT_KEYS) else {
         return Sandbox::default();
     };
-    let Some(node) = top.get("sandbox") else {
-        return Sandbox::default();
+    let sandbox_mcp = top
+        .get("sandbox")
+        .and_then(|n| Fields::open(r, n, "sandbox", SANDBOX_KEYS))
+        .and_then(|f| Some((f.get("mcp")?, f.path_of("mcp"), f.key_loc("mcp"))));
+    let mcp_rules = top
+        .get("mcp_rules")
+        .map(|n| (n, "mcp_rules".to_owned(), top.key_loc("mcp_rules")));
+    let (node, path) = match (sandbox_mcp, mcp_rules) {
+        (Some((node, path, at)), Some((_, other, other_at))) => {
+            reader::conflict(r, (&path, at), (&other, other_at));
+            (Some(node), path)
+        }
+        (Some((node, path, _)), None) | (None, Some((node, path, _))) => (Some(node), path),
+        (None, None) => (None, "sandbox.mcp".to_owned()),
     };
-    let Some(f) = Fields::open(r, node, "sandbox", SANDBOX_KEYS) else {
-        return Sandbox::default();
+    let mut mcp = match node {
+        Some(n) => mcp_section::parse(r, n, &path),
+        None => Default::default(),
     };
-    Sandbox {
-        mcp: match f.get("mcp") {
-            Some(n) => mcp_section::parse(r, n, &f.path_of("mcp")),
-            None => Default::default(),
-        },
+    let section = Section::new(node, &path);
+    agentshield::apply(r, &top, &section, &mut mcp);
+    if let Some(n) = top.get("mcp") {
+        inspection::apply(r, n, &section, &mut mcp);
     }
+    Sandbox { mcp }
 }
 
 /// The 1-based position just after `text` (where an invalid byte sits).

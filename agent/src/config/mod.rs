@@ -39,6 +39,8 @@ mod yaml;
 #[cfg(test)]
 mod daemon_tests;
 #[cfg(test)]
+mod spelling_tests;
+#[cfg(test)]
 mod tests;
 
 pub use alerts::AlertsConfig;

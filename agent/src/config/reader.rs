@@ -4,6 +4,7 @@
 //! default after recording an error, so the caller simply carries on to the next key.
 
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use super::diagnostic::{Location, Report};
 use super::keywords::Keyword;
@@ -121,6 +122,49 @@ impl<'n> Fields<'n> {
             .map_or(self.loc, |(k, _)| k.loc)
     }
 
+    /// Which of two spellings of one setting is written, and its value: `preferred` when
+    /// both are (after reporting that as an error naming both places).
+    pub fn either<'k>(
+        &self,
+        r: &mut Report,
+        preferred: &'k str,
+        other: &'k str,
+    ) -> Option<(&'k str, &'n Node)> {
+        if self.has(preferred) && self.has(other) {
+            conflict(
+                r,
+                (&self.path_of(preferred), self.key_loc(preferred)),
+                (&self.path_of(other), self.key_loc(other)),
+            );
+        }
+        match (self.get(preferred), self.get(other)) {
+            (Some(n), _) => Some((preferred, n)),
+            (None, Some(n)) => Some((other, n)),
+            (None, None) => None,
+        }
+    }
+
+    /// A duration written with its unit (`"30s"`, `"1m30s"`), or whole seconds under
+    /// `seconds_key`; both at once is an error naming both places.
+    pub fn duration_or_seconds(
+        &self,
+        r: &mut Report,
+        key: &str,
+        seconds_key: &str,
+        range: RangeInclusive<Duration>,
+        default: Duration,
+    ) -> Duration {
+        let read = match self.either(r, key, seconds_key) {
+            Some((k, n)) if k == key => duration(r, n, &self.path_of(k), range),
+            Some((k, n)) => {
+                let secs = range.start().as_secs().max(1)..=range.end().as_secs();
+                uint(r, n, &self.path_of(k), secs).map(Duration::from_secs)
+            }
+            None => None,
+        };
+        read.unwrap_or(default)
+    }
+
     /// The value of a required key; reports it missing otherwise.
     pub fn required(&self, r: &mut Report, key: &str) -> Option<&'n Node> {
         let node = self.get(key);
@@ -199,6 +243,124 @@ impl<'n> Fields<'n> {
             .and_then(|n| list(r, n, &self.path_of(key)))
             .unwrap_or_default()
     }
+}
+
+/// The key node at `path` under `node` (for its location), if every step is a mapping that
+/// has it. Reports nothing: a reader that owns those keys reports their problems.
+pub(crate) fn written<'n>(node: &'n Node, path: &[&str]) -> Option<&'n Node> {
+    let (first, rest) = path.split_first()?;
+    let Value::Map(entries) = &node.value else {
+        return None;
+    };
+    let (key, value) = entries
+        .iter()
+        .find(|(k, _)| k.as_scalar().is_some_and(|s| s.text == *first))?;
+    if rest.is_empty() {
+        Some(key)
+    } else {
+        written(value, rest)
+    }
+}
+
+/// Reports two spellings of one setting written in one file, at the later one, naming the
+/// earlier: `a` and `b` are (dotted path, where its key is written).
+pub(crate) fn conflict(r: &mut Report, a: (&str, Location), b: (&str, Location)) {
+    let (first, second) = if a.1 <= b.1 { (a, b) } else { (b, a) };
+    r.error(
+        second.1,
+        format!(
+            "`{}` and `{}` are two spellings of one setting (`{}` is at line {}, column {}); write one",
+            second.0, first.0, first.0, first.1.line, first.1.column
+        ),
+    );
+}
+
+/// A Go-style duration: decimal numbers, each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`,
+/// `h`), e.g. `"30s"`, `"1m30s"`, `"1.5h"`, `"250ms"`. A bare number is refused: in Go it
+/// would mean nanoseconds, which is never what a policy means.
+pub(crate) fn duration(
+    r: &mut Report,
+    node: &Node,
+    path: &str,
+    range: RangeInclusive<Duration>,
+) -> Option<Duration> {
+    let parsed = match node.as_scalar() {
+        Some(s) if !node.is_null() => parse_duration(&s.text),
+        _ => Err("found ".to_string() + &node.describe()),
+    };
+    let value = match parsed {
+        Ok(d) => d,
+        Err(why) => {
+            r.error(
+                node.loc,
+                format!(
+                    "`{path}` must be a duration with its unit, such as \"30s\", \"5m\" or \"1m30s\": {why}"
+                ),
+            );
+            return None;
+        }
+    };
+    if range.contains(&value) {
+        return Some(value);
+    }
+    r.error(
+        node.loc,
+        format!(
+            "`{path}` must be between {} and {}, found {}",
+            humantime::format_duration(*range.start()),
+            humantime::format_duration(*range.end()),
+            humantime::format_duration(value)
+        ),
+    );
+    None
+}
+
+/// Parses Go's `time.ParseDuration` syntax (without a sign: no window is negative).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    const UNITS: &[(&str, f64)] = &[
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("µs", 1e-6),
+        ("μs", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ];
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("found an empty string".into());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!("`{text}` has no unit"));
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        let value: f64 = match number.parse() {
+            Ok(v) if !number.is_empty() => v,
+            _ => return Err(format!("`{text}` is not a duration")),
+        };
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let Some((_, scale)) = UNITS.iter().find(|(u, _)| *u == unit) else {
+            return Err(if unit.is_empty() {
+                format!("`{text}` has a number without a unit")
+            } else {
+                format!("unknown unit `{unit}` in `{text}` (units: ns, us, ms, s, m, h)")
+            });
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| format!("`{text}` is out of range"))
 }
 
 pub(crate) fn boolean(r: &mut Report, node: &Node, path: &str) -> Option<bool> {
@@ -369,7 +531,11 @@ pub(crate) fn keyword<E: Keyword>(
             return None;
         }
     };
-    if let Some(e) = allowed.iter().find(|e| e.as_str() == text) {
+    // Any case: AgentShield's files write `BLOCK`, ours `block`; no keyword differs by case.
+    if let Some(e) = allowed
+        .iter()
+        .find(|e| e.as_str().eq_ignore_ascii_case(text))
+    {
         return Some(*e);
     }
     r.error(

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use regex::Regex;
 
+use crate::inspect::Category;
+
+use super::daemon::CustomServer;
 use super::diagnostic::{Diagnostic, Location};
 use super::keywords::{
     Action, Decision, ListPolicy, PinAction, RequestAction, Severity, Transport,
@@ -51,7 +54,7 @@ pub struct McpPolicy {
     pub enforce_policy: bool,
     /// Block a tools/call that cannot be classified, or that no rule allows.
     pub fail_closed: bool,
-    /// Decision for a call no rule matched: `Allow` or `Audit`.
+    /// Decision for a call no rule matched (`block` makes the rules an allowlist).
     pub default_decision: Decision,
     /// Bound for one JSON-RPC message on stdio.
     pub max_message_bytes: usize,
@@ -68,6 +71,8 @@ pub struct McpPolicy {
     pub rules: Vec<Rule>,
     /// Rules on the agents' own tools (`match.host`), in file order.
     pub host_rules: Vec<HostRule>,
+    /// Launcher patterns the policy adds to agentshd's (`mcp.inspection.custom_servers`).
+    pub launch_patterns: Vec<CustomServer>,
     pub version_pinning: VersionPinning,
     pub rate_limits: RateLimits,
     pub cross_server: CrossServer,
@@ -93,6 +98,7 @@ impl Default for McpPolicy {
             blocked_tools: Vec::new(),
             rules: Vec::new(),
             host_rules: Vec::new(),
+            launch_patterns: Vec::new(),
             version_pinning: VersionPinning::default(),
             rate_limits: RateLimits::default(),
             cross_server: CrossServer::default(),
@@ -386,18 +392,19 @@ impl Default for CrossServer {
             },
             read_then_send: ReadThenSend {
                 enabled: true,
-                window_seconds: 300,
+                window: Duration::from_secs(300),
                 action: Action::Block,
             },
             cross_server_flow: CrossServerFlow {
                 enabled: true,
                 same_turn_only: true,
+                window: None,
                 action: Action::Alert,
             },
             burst: Burst {
                 enabled: true,
                 max_calls: 30,
-                window_seconds: 10,
+                window: Duration::from_secs(10),
                 action: Action::Alert,
             },
             name_similarity: NameSimilarity {
@@ -420,14 +427,8 @@ pub struct ShadowTool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadThenSend {
     pub enabled: bool,
-    pub window_seconds: u64,
+    pub window: Duration,
     pub action: Action,
-}
-
-impl ReadThenSend {
-    pub fn window(&self) -> Duration {
-        Duration::from_secs(self.window_seconds)
-    }
 }
 
 /// Data from one server's result flowing into another server's call.
@@ -435,22 +436,19 @@ impl ReadThenSend {
 pub struct CrossServerFlow {
     pub enabled: bool,
     pub same_turn_only: bool,
+    /// How old a source output may be; None: as long as it is remembered. Carried text is
+    /// evidence however long ago it was read, so there is no default limit.
+    pub window: Option<Duration>,
     pub action: Action,
 }
 
-/// Too many calls in a short window.
+/// Too many calls to one server in a short window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Burst {
     pub enabled: bool,
     pub max_calls: u32,
-    pub window_seconds: u64,
+    pub window: Duration,
     pub action: Action,
-}
-
-impl Burst {
-    pub fn window(&self) -> Duration {
-        Duration::from_secs(self.window_seconds)
-    }
 }
 
 /// Tool names that look like another server's (typosquatting).
@@ -470,7 +468,16 @@ pub struct Detection {
     pub alert_threshold: Severity,
     /// `Block` removes the tool from tools/list.
     pub on_detection: Action,
+    /// Built-in categories turned off (`builtin: {path_traversal: false}`).
+    pub disabled_builtin: Vec<Category>,
     pub custom_patterns: Vec<CustomPattern>,
+}
+
+impl Detection {
+    /// Whether findings of `category` are reported (custom patterns always are).
+    pub fn reports(&self, category: &Category) -> bool {
+        !self.disabled_builtin.contains(category)
+    }
 }
 
 impl Default for Detection {
@@ -479,6 +486,7 @@ impl Default for Detection {
             enabled: true,
             alert_threshold: Severity::Medium,
             on_detection: Action::Alert,
+            disabled_builtin: Vec::new(),
             custom_patterns: Vec::new(),
         }
     }
@@ -528,7 +536,7 @@ impl Default for ServerRequests {
         Self {
             sampling: RequestAction::Block,
             elicitation: RequestAction::Block,
-            roots: RequestAction::Allow,
+            roots: RequestAction::Block,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the shipped policies, and garbage input.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::*;
 
@@ -64,27 +65,28 @@ fn assert_defaults(p: &McpPolicy) {
     assert_eq!(
         (
             c.read_then_send.enabled,
-            c.read_then_send.window_seconds,
+            c.read_then_send.window,
             c.read_then_send.action
         ),
-        (true, 300, Action::Block)
+        (true, Duration::from_secs(300), Action::Block)
     );
     assert_eq!(
         (
             c.cross_server_flow.enabled,
             c.cross_server_flow.same_turn_only,
+            c.cross_server_flow.window,
             c.cross_server_flow.action
         ),
-        (true, true, Action::Alert)
+        (true, true, None, Action::Alert)
     );
     assert_eq!(
         (
             c.burst.enabled,
             c.burst.max_calls,
-            c.burst.window_seconds,
+            c.burst.window,
             c.burst.action
         ),
-        (true, 30, 10, Action::Alert)
+        (true, 30, Duration::from_secs(10), Action::Alert)
     );
     assert_eq!(
         (
@@ -111,7 +113,7 @@ fn assert_defaults(p: &McpPolicy) {
         ServerRequests {
             sampling: RequestAction::Block,
             elicitation: RequestAction::Block,
-            roots: RequestAction::Allow
+            roots: RequestAction::Block
         }
     );
 }
@@ -140,7 +142,10 @@ fn defaults_everywhere() {
 fn partial_sections_keep_other_defaults() {
     let p = ok("sandbox:\n  mcp:\n    cross_server:\n      burst: {max_calls: 5}\n");
     let b = &p.mcp().cross_server.burst;
-    assert_eq!((b.enabled, b.max_calls, b.window_seconds), (true, 5, 10));
+    assert_eq!(
+        (b.enabled, b.max_calls, b.window),
+        (true, 5, Duration::from_secs(10))
+    );
     assert_eq!(p.mcp().cross_server.shadow_tool.action, Action::Block);
 }
 
@@ -158,7 +163,9 @@ fn unknown_key_with_suggestion() {
     );
     assert_eq!(
         errors("network: {}\n"),
-        ["p.yaml:1:1: error: unknown key `network` at the top level (known keys: sandbox)"]
+        [
+            "p.yaml:1:1: error: unknown key `network` at the top level (known keys: sandbox, mcp_rules, mcp, defaults, blocked_tools, rules)"
+        ]
     );
     assert_eq!(
         errors(
@@ -200,7 +207,7 @@ fn wrong_types() {
 fn bad_enum_values_list_the_accepted_ones() {
     let src = "sandbox:
   mcp:
-    default_decision: block
+    default_decision: blok
     server_policy: allow-list
     detection: {alert_threshold: severe}
     server_requests: {sampling: deny}
@@ -208,7 +215,7 @@ fn bad_enum_values_list_the_accepted_ones() {
     assert_eq!(
         errors(src),
         [
-            "p.yaml:3:23: error: `sandbox.mcp.default_decision`: unknown value `block` (expected one of: allow, audit)",
+            "p.yaml:3:23: error: `sandbox.mcp.default_decision`: unknown value `blok` (expected one of: allow, audit, block); did you mean `block`?",
             "p.yaml:4:20: error: `sandbox.mcp.server_policy`: unknown value `allow-list` (expected one of: none, allowlist, denylist); did you mean `allowlist`?",
             "p.yaml:5:34: error: `sandbox.mcp.detection.alert_threshold`: unknown value `severe` (expected one of: low, medium, high, critical)",
             "p.yaml:6:33: error: `sandbox.mcp.server_requests.sampling`: unknown value `deny` (expected one of: allow, block)",
@@ -297,7 +304,6 @@ fn missing_required_fields() {
             "p.yaml:9:9: error: missing required key `id` in `sandbox.mcp.rules[0]`",
             "p.yaml:9:9: error: missing required key `decision` in `sandbox.mcp.rules[0]`",
             "p.yaml:12:11: error: missing required key `pattern` in `sandbox.mcp.detection.custom_patterns[0]`",
-            "p.yaml:12:11: error: missing required key `category` in `sandbox.mcp.detection.custom_patterns[0]`",
             "p.yaml:12:11: error: missing required key `severity` in `sandbox.mcp.detection.custom_patterns[0]`",
         ]
     );
@@ -715,9 +721,12 @@ fn full_schema_example() {
 
     let c = &m.cross_server;
     assert!(!c.enabled && !c.shadow_tool.enabled);
-    assert_eq!(c.read_then_send.window().as_secs(), 60);
+    assert_eq!(c.read_then_send.window.as_secs(), 60);
     assert_eq!(c.cross_server_flow.action, Action::Block);
-    assert_eq!((c.burst.max_calls, c.burst.window_seconds), (3, 1));
+    assert_eq!(
+        (c.burst.max_calls, c.burst.window),
+        (3, Duration::from_secs(1))
+    );
     assert_eq!(c.name_similarity.threshold, 1.0);
 
     let d = &m.detection;
@@ -750,13 +759,14 @@ fn warnings_are_separate() {
             "p.yaml:4:5: warning: `tool_policy: allowlist` with an empty `allowed_tools` blocks every tool",
         ]
     );
-    // With servers declared, an unknown id is an error (with a suggestion).
+    // With servers declared, an undeclared id is a warning (with a suggestion): the agent's
+    // own configuration may start it.
     assert_eq!(
-        errors(
+        warnings(
             "sandbox:\n  mcp:\n    servers: [{id: filesystem, command: x}]\n    rate_limits:\n      per_server: {filesystm: {rpm: 1}}\n"
         ),
         [
-            "p.yaml:5:20: error: rate limit for unknown server `filesystm` (not in `sandbox.mcp.servers`); did you mean `filesystem`?"
+            "p.yaml:5:20: warning: rate limit for server `filesystm`, which `servers` does not declare: it applies only if a server of that name is started (by the agent's own MCP configuration); did you mean `filesystem`?"
         ]
     );
 }

@@ -30,8 +30,8 @@ pub(crate) fn validate(r: &mut Report, policy: &Policy) {
             .map(|p| (p.id.as_str(), p.span)),
     );
 
-    // Servers are optional (most arrive through the agent's own MCP config), so a rate limit
-    // can only be checked against them when some are declared.
+    // Servers are optional (most arrive through the agent's own MCP config, which the policy
+    // cannot see), so a rate limit naming no declared server is a warning, never an error.
     for limit in &mcp.rate_limits.per_server {
         if mcp.servers.is_empty() {
             r.warn(
@@ -45,10 +45,12 @@ pub(crate) fn validate(r: &mut Report, policy: &Policy) {
             let hint = suggest(&limit.server, mcp.servers.iter().map(|s| s.id.as_str()))
                 .map(|s| format!("; did you mean `{s}`?"))
                 .unwrap_or_default();
-            r.error(
+            r.warn(
                 limit.span,
                 format!(
-                    "rate limit for unknown server `{}` (not in `sandbox.mcp.servers`){hint}",
+                    "rate limit for server `{}`, which `servers` does not declare: it applies \
+                     only if a server of that name is started (by the agent's own MCP \
+                     configuration){hint}",
                     limit.server
                 ),
             );

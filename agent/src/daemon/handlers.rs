@@ -9,10 +9,11 @@ use serde_json::value::RawValue;
 use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
-    ApiError, ApproveArgs, Approved, BinaryArgs, ErrorCode, EventsArgs, EventsPageArgs, Generated,
-    Hello, InstructionsArgs, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry,
-    PinsArgs, RawRequest, RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs,
-    SessionArgs, SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    ApiError, ApproveArgs, Approved, BinaryArgs, CustomServerSetting, ErrorCode, EventsArgs,
+    EventsPageArgs, Generated, Hello, InstructionsArgs, Notice, NoticeKind, OutputArgs,
+    PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs, Role, ServerArgs,
+    ServerRequestArgs, ServerSetupArgs, SessionArgs, SessionCreateArgs, SessionCreated,
+    ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -205,7 +206,12 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
         }
         ops::SERVER_REQUEST => {
             let a: ServerRequestArgs = args(raw)?;
-            ok(&engine.server_request(&verdict_session(daemon, peer), &a.server, &a.method))
+            ok(&engine.server_request(
+                &verdict_session(daemon, peer),
+                &a.server,
+                &a.method,
+                a.params.as_ref(),
+            ))
         }
         ops::INSTRUCTIONS => {
             let a: InstructionsArgs = args(raw)?;
@@ -571,9 +577,25 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
     if let Some(started) = daemon.on_session_start.get() {
         started(&session);
     }
+    // The daemon's launcher patterns first (they may name ids), then the policy's.
+    let mut launcher = daemon.settings.launcher.clone();
+    launcher
+        .custom_servers
+        .extend(
+            session_rules
+                .policy
+                .sandbox
+                .mcp
+                .launch_patterns
+                .iter()
+                .map(|c| CustomServerSetting {
+                    pattern: c.pattern.as_str().to_owned(),
+                    id: c.id.clone(),
+                }),
+        );
     ok(&SessionCreated {
         session: record.without_policy_text(),
-        launcher: daemon.settings.launcher.clone(),
+        launcher,
         proxy: daemon.proxy.get().cloned(),
         trust_bundle,
         warnings,

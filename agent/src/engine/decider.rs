@@ -42,7 +42,13 @@ pub trait Decider: Send + Sync {
         method: &str,
         output: &Value,
     ) -> Result<OutputVerdict, DecideError>;
-    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError>;
+    /// `params`: what the request shows the user or the model, for the detector.
+    fn server_request(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<RequestVerdict, DecideError>;
     /// The client capabilities `server` must not be told of (see [`CapabilityVerdict`]).
     fn withheld_capabilities(&self, server: &str) -> Result<CapabilityVerdict, DecideError>;
     /// Something the interception point saw and handled itself (a refused message, filtered
@@ -112,8 +118,15 @@ impl Decider for Local {
             .output(&self.session, server, tool, method, output))
     }
 
-    fn server_request(&self, server: &str, method: &str) -> Result<RequestVerdict, DecideError> {
-        Ok(self.engine.server_request(&self.session, server, method))
+    fn server_request(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<RequestVerdict, DecideError> {
+        Ok(self
+            .engine
+            .server_request(&self.session, server, method, params))
     }
 
     fn withheld_capabilities(&self, _server: &str) -> Result<CapabilityVerdict, DecideError> {

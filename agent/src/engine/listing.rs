@@ -308,11 +308,11 @@ fn check_detection(
     tool: &Listed,
     d: &mut ListingDecision,
 ) {
-    let threshold = policy.detection.alert_threshold;
+    let detection = &policy.detection;
     let findings: Vec<Finding> = detector
         .scan_tool(tool.definition)
         .into_iter()
-        .filter(|f| f.severity >= threshold)
+        .filter(|f| f.severity >= detection.alert_threshold && detection.reports(&f.category))
         .collect();
     if findings.is_empty() {
         return;

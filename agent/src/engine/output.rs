@@ -120,9 +120,18 @@ impl Engine {
         CapabilityVerdict { withhold }
     }
 
-    /// A request from the server to the client (sampling, elicitation, roots). Other methods
-    /// are not governed by `server_requests` and pass.
-    pub fn server_request(&self, session: &Session, server: &str, method: &str) -> RequestVerdict {
+    /// A request from the server to the client (sampling, elicitation, roots), stand-alone or
+    /// as an entry of an `input_required` result: judged by `server_requests`, then, when let
+    /// through, counted against the server's rate limit and its `params` (the message a user
+    /// is shown, the prompt a model is given) inspected as output. Other methods are not
+    /// governed and pass.
+    pub fn server_request(
+        &self,
+        session: &Session,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> RequestVerdict {
         let rules = session.rules();
         let policy = rules.mcp();
         let requests = &policy.server_requests;
@@ -150,14 +159,82 @@ impl Engine {
                 .rule("server_requests")
                 .details(json!({"method": method})),
         );
-        RequestVerdict {
-            block,
-            reason: if block {
-                format!("{method} from server '{server}' blocked by policy (server_requests)")
-            } else {
-                String::new()
-            },
+        if block {
+            return RequestVerdict {
+                block,
+                reason: format!(
+                    "{method} from server '{server}' blocked by policy (server_requests)"
+                ),
+                rule: "server_requests".to_owned(),
+            };
         }
+        if let Some(verdict) = self.server_request_rate(session, policy, server, method) {
+            return verdict;
+        }
+        if let Some(params) = params {
+            let inspected = self.inspect_output(session, &rules, server, None, method, params);
+            if inspected.block {
+                return RequestVerdict {
+                    block: true,
+                    reason: inspected.reason,
+                    rule: "output_inspection".to_owned(),
+                };
+            }
+        }
+        RequestVerdict::default()
+    }
+
+    /// A server's requests to the client count against its rate limit in a bucket of their
+    /// own: a server that floods the user with prompts, or runs up their model bill with
+    /// sampling, is held to the same rate as calls to it.
+    fn server_request_rate(
+        &self,
+        session: &Session,
+        policy: &config::McpPolicy,
+        server: &str,
+        method: &str,
+    ) -> Option<RequestVerdict> {
+        let limits = &policy.rate_limits;
+        if !limits.enabled {
+            return None;
+        }
+        let limit = limits.for_server(server);
+        let bucket = format!("{server}\u{0}requests");
+        let wait = lock(&session.analysis)
+            .rates
+            .try_acquire(&bucket, limit, Instant::now())
+            .err()?;
+        let reason = format!(
+            "{method} from server '{server}' is over its rate limit ({} requests/min, burst {}); \
+             the next is possible in {:.1}s",
+            limit.rpm,
+            limit.burst,
+            wait.as_secs_f64()
+        );
+        let enforced = policy.enforce_policy;
+        self.record(
+            session,
+            Event::new(
+                EventKind::McpRateLimited,
+                server,
+                if enforced {
+                    Action::Block
+                } else {
+                    Action::Alert
+                },
+                reason.clone(),
+            )
+            .rule("rate_limits")
+            .details(
+                json!({"method": method, "rpm": limit.rpm, "burst": limit.burst,
+                            "retry_after_ms": wait.as_millis() as u64}),
+            ),
+        );
+        enforced.then(|| RequestVerdict {
+            block: true,
+            reason,
+            rule: "rate_limits".to_owned(),
+        })
     }
 
     /// Environment rules and limits for a stdio server about to start. Its origin is kept

@@ -260,7 +260,9 @@ sandbox:
     for _ in 0..3 {
         assert!(!engine.tool_call(&s, "fs", "a", None).blocks());
     }
-    let fourth = engine.tool_call(&s, "git", "b", None);
+    // Counted per server: another server's first call is not part of fs's burst.
+    assert!(!engine.tool_call(&s, "git", "b", None).blocks());
+    let fourth = engine.tool_call(&s, "fs", "b", None);
     assert!(fourth.blocks());
     assert_eq!(fourth.rule, "cross_server/burst");
     assert_eq!(kinds(&events, EventKind::McpCrossServer).len(), 1);
@@ -1163,4 +1165,53 @@ sandbox:
         assert_eq!(intercepted[0].server, "wiki");
         assert!(kinds(&events, EventKind::McpToolCalled).is_empty());
     }
+}
+
+#[test]
+fn built_in_categories_turned_off_are_not_reported() {
+    let s_of = |engine: &Engine| engine.session(Some("s"));
+    let (engine, events) = engine_with(DETECT_BLOCK, None);
+    assert_eq!(
+        engine
+            .tools_listed(&s_of(&engine), "math", &[tool("add", POISONED)])
+            .keep,
+        [false]
+    );
+    let detection = kinds(&events, EventKind::McpDetection);
+    let mut categories: Vec<String> = detection[0].details["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["category"].as_str().unwrap().to_owned())
+        .collect();
+    categories.sort();
+    categories.dedup();
+    assert!(categories.len() > 1, "{categories:?}");
+
+    // Every category it found turned off: the tool is listed, nothing is reported.
+    let off = |names: &[String]| {
+        let builtin: Vec<String> = names.iter().map(|c| format!("{c}: false")).collect();
+        format!(
+            "sandbox:\n  mcp:\n    detection: {{on_detection: block, builtin: {{{}}}}}\n",
+            builtin.join(", ")
+        )
+    };
+    let (engine, events) = engine_with(&off(&categories), None);
+    let listed = engine.tools_listed(&s_of(&engine), "math", &[tool("add", POISONED)]);
+    assert_eq!(listed.keep, [true]);
+    assert!(kinds(&events, EventKind::McpDetection).is_empty());
+
+    // One turned off: the others still withhold it, and that one is not among the findings.
+    let (engine, events) = engine_with(&off(&categories[..1]), None);
+    let listed = engine.tools_listed(&s_of(&engine), "math", &[tool("add", POISONED)]);
+    assert_eq!(listed.keep, [false]);
+    let findings = kinds(&events, EventKind::McpDetection)[0].details["findings"].clone();
+    assert!(
+        findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["category"] != categories[0].as_str()),
+        "{findings}"
+    );
 }

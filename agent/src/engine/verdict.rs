@@ -74,6 +74,9 @@ pub struct RequestVerdict {
     pub block: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The rule that blocked: `server_requests`, `rate_limits` or `output_inspection`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rule: String,
 }
 
 /// What a stdio interception point needs before it starts a server.

@@ -28,6 +28,32 @@ pub(super) fn without(message: &Value, initialize: bool, withhold: &[String]) ->
     Some(message)
 }
 
+/// JSON-RPC error code of a request that needs a client capability the client did not declare
+/// (2026-07-28, `MissingRequiredClientCapabilityError`).
+pub(super) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+
+/// The server request a withheld capability stands for, when `error` is a
+/// missing-capability error naming one: the server would have asked, and only did not because
+/// the capability was withheld from it.
+pub(super) fn withheld_request(error: &Value, withhold: &[String]) -> Option<&'static str> {
+    if error.get("code").and_then(Value::as_i64) != Some(MISSING_REQUIRED_CLIENT_CAPABILITY) {
+        return None;
+    }
+    let required = error
+        .get("data")
+        .and_then(|d| d.get("requiredCapabilities"))
+        .and_then(Value::as_object)?;
+    withhold
+        .iter()
+        .filter(|name| required.contains_key(name.as_str()))
+        .find_map(|name| match name.as_str() {
+            "sampling" => Some("sampling/createMessage"),
+            "elicitation" => Some("elicitation/create"),
+            "roots" => Some("roots/list"),
+            _ => None,
+        })
+}
+
 /// Whether the message declares capabilities at all (the guard asks for the policy's list
 /// only then).
 pub(super) fn declares_any(message: &Value, initialize: bool) -> bool {
@@ -77,6 +103,21 @@ mod tests {
 
     fn withhold(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_missing_capability_error_names_the_request_it_stands_for() {
+        let error = json!({"code": -32021, "message": "Server requires the elicitation capability",
+                           "data": {"requiredCapabilities": {"elicitation": {}}}});
+        let withheld = withhold(&["sampling", "elicitation"]);
+        assert_eq!(
+            withheld_request(&error, &withheld),
+            Some("elicitation/create")
+        );
+        // A capability the policy does not withhold: the client really lacks it.
+        assert_eq!(withheld_request(&error, &withhold(&["sampling"])), None);
+        let other = json!({"code": -32602, "data": {"requiredCapabilities": {"elicitation": {}}}});
+        assert_eq!(withheld_request(&other, &withheld), None);
     }
 
     #[test]

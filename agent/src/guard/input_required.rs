@@ -20,6 +20,8 @@ pub(super) struct InputRequest<'a> {
     /// The server's key for it, which the client's answer repeats.
     pub key: &'a str,
     pub method: &'a str,
+    /// What it shows the user or the model (none for roots).
+    pub params: Option<&'a Value>,
 }
 
 /// Why a result's input requests cannot be judged.
@@ -54,7 +56,11 @@ pub(super) fn input_requests(result: &Value) -> Option<Result<Vec<InputRequest<'
                         method: method.to_owned(),
                     });
                 }
-                Ok(InputRequest { key, method })
+                Ok(InputRequest {
+                    key,
+                    method,
+                    params: request.get("params"),
+                })
             })
             .collect(),
     )
@@ -78,23 +84,18 @@ mod tests {
             "requestState": "opaque"
         });
         let found = input_requests(&result).unwrap().unwrap();
+        let read: Vec<(&str, &str, Option<&Value>)> =
+            found.iter().map(|r| (r.key, r.method, r.params)).collect();
+        let params = |key: &str| result["inputRequests"][key].get("params");
         assert_eq!(
-            found,
+            read,
             [
-                InputRequest {
-                    key: "github_login",
-                    method: "elicitation/create"
-                },
-                InputRequest {
-                    key: "capital",
-                    method: "sampling/createMessage"
-                },
-                InputRequest {
-                    key: "where",
-                    method: "roots/list"
-                },
+                ("github_login", "elicitation/create", params("github_login")),
+                ("capital", "sampling/createMessage", params("capital")),
+                ("where", "roots/list", None),
             ]
         );
+        assert!(read[0].2.is_some());
     }
 
     #[test]

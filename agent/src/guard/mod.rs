@@ -375,6 +375,23 @@ impl Guard {
     }
 }
 
+/// A missing-capability error the guard answers itself (see `check_missing_capability`).
+struct MissingCapability {
+    text: String,
+    method: &'static str,
+}
+
+impl MissingCapability {
+    fn forward(&self, id: &Id) -> ServerForward {
+        let data = json!({"agentsh": {
+            "action": "block",
+            "rule": "server_requests",
+            "method": self.method,
+        }});
+        ServerForward::Replaced(error_response(id, codes::BLOCKED, &self.text, Some(data)))
+    }
+}
+
 impl Pending {
     /// Why a request other than tools/call is in flight.
     fn of(method: &Method) -> Self {
@@ -527,6 +544,18 @@ impl Guard {
                 None => (ServerForward::Drop, None),
             },
         }
+    }
+
+    /// Whether the client's request `id` is waiting for the server's answer.
+    pub fn is_pending(&self, id: &Id) -> bool {
+        lock(&self.client_pending).contains_key(id)
+    }
+
+    /// Stops waiting for the answer to the client's request `id`: the exchange that carried
+    /// it ended without one (an HTTP error, a stream the client dropped), and the id is the
+    /// client's to use again.
+    pub fn forget(&self, id: &Id) {
+        lock(&self.client_pending).remove(id);
     }
 
     /// Whether a call waits for the guard's own listing: the server's input must stay open
@@ -723,6 +752,9 @@ impl Guard {
                 if let Some(Pending::ListFirst(parked)) = pending {
                     return self.listed_for_parked(message, *parked);
                 }
+                if let (Some(id), Some(refused)) = (id, self.check_missing_capability(message)) {
+                    return (refused.forward(id), None);
+                }
                 // Hosts show a failed call's error text to the model: it is output too.
                 let forward = match (id, pending) {
                     (Some(id), Some(Pending::ToolsCall { tool })) => {
@@ -735,7 +767,7 @@ impl Guard {
                 };
                 (forward, None)
             }
-            Kind::Request { id, method } => self.check_server_request(id, method),
+            Kind::Request { id, method } => self.check_server_request(id, method, message),
             Kind::Notification { method } => (self.check_notification(method, message), None),
             Kind::Invalid(reason) => {
                 self.record(self.refused(
@@ -747,7 +779,12 @@ impl Guard {
         }
     }
 
-    fn check_server_request(&self, id: &Id, method: &Method) -> (ServerForward, Option<Vec<u8>>) {
+    fn check_server_request(
+        &self,
+        id: &Id,
+        method: &Method,
+        message: &Message,
+    ) -> (ServerForward, Option<Vec<u8>>) {
         // Only these are governed by `server_requests`; others (ping...) pass without asking.
         if !matches!(
             method,
@@ -755,7 +792,11 @@ impl Guard {
         ) {
             return (ServerForward::Original, None);
         }
-        let reason = match self.decider.server_request(&self.server, method.as_str()) {
+        let params = message.params();
+        let reason = match self
+            .decider
+            .server_request(&self.server, method.as_str(), params)
+        {
             Ok(verdict) if !verdict.block => return (ServerForward::Original, None),
             Ok(verdict) => verdict.reason,
             Err(err) => format!(
@@ -769,6 +810,23 @@ impl Guard {
             ServerForward::Drop,
             Some(error_response(id, codes::BLOCKED, &text, None)),
         )
+    }
+
+    /// A server that needs a capability the policy withheld from it answers -32021
+    /// ("the client did not declare it"), which would blame the client and leave no trace:
+    /// the request it stands for is judged (and recorded) as if the server had made it, and
+    /// the client told what refused it.
+    fn check_missing_capability(&self, message: &Message) -> Option<MissingCapability> {
+        let withheld = self.withheld_capabilities().ok()?;
+        let method = capabilities::withheld_request(message.error()?, &withheld)?;
+        let verdict = self
+            .decider
+            .server_request(&self.server, method, None)
+            .ok()?;
+        verdict.block.then(|| MissingCapability {
+            text: format!("agentsh: {}", verdict.reason),
+            method,
+        })
     }
 
     /// A result that asks the client for input (MRTR): each input request is judged as the
@@ -793,19 +851,26 @@ impl Guard {
             }
         };
         for request in requests {
-            let reason = match self.decider.server_request(&self.server, request.method) {
-                Ok(verdict) if !verdict.block => continue,
-                Ok(verdict) => verdict.reason,
-                Err(err) => format!(
-                    "{} from server '{}' refused (fail closed): {err}",
-                    request.method, self.server
-                ),
-            };
+            let (reason, rule) =
+                match self
+                    .decider
+                    .server_request(&self.server, request.method, request.params)
+                {
+                    Ok(verdict) if !verdict.block => continue,
+                    Ok(verdict) => (verdict.reason, verdict.rule),
+                    Err(err) => (
+                        format!(
+                            "{} from server '{}' refused (fail closed): {err}",
+                            request.method, self.server
+                        ),
+                        "server_requests".to_owned(),
+                    ),
+                };
             let text = format!("agentsh: input request '{}': {reason}", request.key);
             let data = json!({"agentsh": {
                 "action": "block",
                 "server": self.server,
-                "rule": "server_requests",
+                "rule": rule,
                 "input_request": request.key,
                 "method": request.method,
             }});

@@ -59,7 +59,7 @@ pub enum Category {
 }
 
 impl Category {
-    const KNOWN: [Category; 17] = [
+    pub const KNOWN: [Category; 17] = [
         Self::CredentialTheft,
         Self::Exfiltration,
         Self::HiddenInstructions,

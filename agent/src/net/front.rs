@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 use url::Url;
 
 use super::mcp_exchange::{self, SESSION_HEADER};
+use super::mcp_headers;
 use super::mcp_http::{Endpoints, McpHttp};
 use super::origin::Origin;
 use super::targets::{Class, McpTarget, Targets};
@@ -396,13 +397,13 @@ impl Front {
                     return;
                 };
                 let origin = Origin::tls(destination, self.upstream_tls.clone(), name)
-                    .pinned(target.spki_sha256.clone());
+                    .pinned(target.spki_sha256.clone())
+                    .keeping_host();
                 conversations.serve(client, origin, destination).await;
             }
             None => {
-                conversations
-                    .serve(stream, Origin::plain(destination), destination)
-                    .await;
+                let origin = Origin::plain(destination).keeping_host();
+                conversations.serve(stream, origin, destination).await;
             }
         }
     }
@@ -512,6 +513,8 @@ enum Conversation {
     Header(String),
     /// The older HTTP+SSE transport's: the URL its POSTs go to (path and query).
     Endpoint(String),
+    /// A stateless request, a conversation of its own (never kept).
+    Exchange,
 }
 
 /// Conversations kept at most; past it one of the same session's goes (a client inventing
@@ -551,8 +554,9 @@ impl Conversations {
         }))
     }
 
-    /// The conversation a request belongs to: by its Mcp-Session-Id; else an older-transport
-    /// POST by its URL, when a stream named it; else the one without an id.
+    /// The conversation a request belongs to: by its Mcp-Session-Id; a stateless
+    /// (2026-07-28) POST is one of its own; else an older-transport POST by its URL, when a
+    /// stream named it; else the one without an id.
     fn of<B>(&self, request: &http::Request<B>) -> (Conversation, Arc<McpHttp>) {
         if let Some(id) = request
             .headers()
@@ -561,6 +565,16 @@ impl Conversations {
         {
             let conversation = Conversation::Header(id.to_owned());
             return (conversation.clone(), self.get(conversation));
+        }
+        if request.method() == http::Method::POST && mcp_headers::is_stateless(request.headers()) {
+            // Every answer comes in the POST's own response and nothing outlives it: two
+            // clients numbering their requests alike never meet.
+            let http = Arc::new(McpHttp::new(
+                &self.server,
+                Arc::clone(&self.decider),
+                self.max_message_bytes,
+            ));
+            return (Conversation::Exchange, http);
         }
         if request.method() == http::Method::POST
             && let Some(path) = request.uri().path_and_query()
@@ -593,8 +607,12 @@ impl Conversations {
                 let endpoints = (request.method() == http::Method::GET
                     && conversation == Conversation::Header(String::new()))
                 .then(|| Arc::clone(&conversations) as Arc<dyn Endpoints>);
-                let max = conversations.max_message_bytes;
-                let response = mcp_exchange::exchange(request, http, &origin, max, endpoints).await;
+                let how = mcp_exchange::Exchange {
+                    max_message_bytes: conversations.max_message_bytes,
+                    endpoints,
+                    resumable: matches!(&conversation, Conversation::Header(id) if !id.is_empty()),
+                };
+                let response = mcp_exchange::exchange(request, http, &origin, how).await;
                 if ended {
                     conversations.end(conversation);
                 }

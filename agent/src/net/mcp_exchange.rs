@@ -17,7 +17,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::{Body, Frame, Incoming};
 
-use super::mcp_http::{ClientAction, Endpoints, McpHttp, ServerEvents};
+use super::mcp_http::{ClientAction, Endpoints, McpHttp, Posted, ServerEvents};
 use super::origin::{Origin, OriginError};
 use crate::audit::{Action, Event, EventKind};
 use crate::proxy::{ResponseBody, full};
@@ -25,16 +25,24 @@ use crate::proxy::{ResponseBody, full};
 /// The header Streamable HTTP names a conversation by.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Answers one request of the client; `http` is the conversation it belongs to. `endpoints`,
-/// for a GET that may open an older-transport conversation, is where it is kept.
+/// How one request's exchange stands in its conversation.
+pub struct Exchange {
+    pub max_message_bytes: usize,
+    /// For a GET that may open an older-transport conversation: where it is kept.
+    pub endpoints: Option<Arc<dyn Endpoints>>,
+    /// Whether a dropped answer stream can be resumed (a conversation with a session id):
+    /// then its unanswered requests still wait when the stream ends.
+    pub resumable: bool,
+}
+
+/// Answers one request of the client; `http` is the conversation it belongs to.
 pub async fn exchange(
     request: Request<Incoming>,
     http: Arc<McpHttp>,
     origin: &Origin,
-    max_message_bytes: usize,
-    endpoints: Option<Arc<dyn Endpoints>>,
+    how: Exchange,
 ) -> Response<ResponseBody> {
-    match forward(request, &http, origin, max_message_bytes, endpoints).await {
+    match forward(request, &http, origin, how).await {
         Ok(response) => response,
         Err((status, reason)) => refusal(status, &reason),
     }
@@ -46,9 +54,13 @@ async fn forward(
     request: Request<Incoming>,
     http: &Arc<McpHttp>,
     origin: &Origin,
-    max_message_bytes: usize,
-    endpoints: Option<Arc<dyn Endpoints>>,
+    how: Exchange,
 ) -> Result<Response<ResponseBody>, Refused> {
+    let Exchange {
+        max_message_bytes,
+        endpoints,
+        resumable,
+    } = how;
     let (mut head, body) = request.into_parts();
     let body = Limited::new(body, max_message_bytes)
         .collect()
@@ -60,12 +72,19 @@ async fn forward(
             )
         })?
         .to_bytes();
+    let mut unanswered = None;
     let body = if head.method == Method::POST {
         if let Some(refused) = check_headers(&head.headers, &body, http) {
             return Ok(refused);
         }
         match http.client_post(body) {
-            ClientAction::Forward(body) => body,
+            ClientAction::Forward(body, posted) => {
+                unanswered = Some(Unanswered {
+                    http: Arc::clone(http),
+                    posted: Some(posted),
+                });
+                body
+            }
             ClientAction::Answer(json) => return Ok(json_response(StatusCode::OK, json.into())),
             ClientAction::Accepted => {
                 return Ok(empty_response(StatusCode::ACCEPTED));
@@ -111,27 +130,31 @@ async fn forward(
         )
     })?;
     let (mut head, body) = response.into_parts();
-    if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
-        // Errors and acknowledgements carry no messages for the client.
-        return Ok(Response::from_parts(
-            head,
-            body.boxed_unsync().map_err(Into::into).boxed_unsync(),
-        ));
-    }
     let kind = content_type(&head.headers);
+    if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
+        // Acknowledgements carry nothing; errors may carry a JSON-RPC error, which is the
+        // server's answer (hosts show its text to the model): inspected like one. What is not
+        // JSON-RPC (an HTML page, an OAuth error) is the HTTP layer's and passes.
+        if kind.as_deref() != Some("application/json") {
+            return Ok(Response::from_parts(
+                head,
+                body.boxed_unsync().map_err(Into::into).boxed_unsync(),
+            ));
+        }
+        let json = read_json(body, max_message_bytes).await?;
+        head.headers.remove(header::CONTENT_LENGTH);
+        if !is_json_rpc(&json) {
+            return Ok(Response::from_parts(head, full(json)));
+        }
+        return Ok(match http.server_json(json) {
+            Some(json) => Response::from_parts(head, full(json)),
+            None => empty_response(head.status),
+        });
+    }
     head.headers.remove(header::CONTENT_LENGTH);
     match kind.as_deref() {
         Some("application/json") => {
-            let json = Limited::new(body, max_message_bytes)
-                .collect()
-                .await
-                .map_err(|e| {
-                    (
-                        StatusCode::BAD_GATEWAY,
-                        format!("the MCP server's answer cannot be read: {e}"),
-                    )
-                })?
-                .to_bytes();
+            let json = read_json(body, max_message_bytes).await?;
             match http.server_json(json) {
                 Some(json) => Ok(Response::from_parts(head, full(json))),
                 None => Ok(empty_response(StatusCode::ACCEPTED)),
@@ -142,10 +165,17 @@ async fn forward(
             if let Some(endpoints) = endpoints {
                 events = events.with_endpoints(endpoints);
             }
+            // A conversation with a session id may resume a dropped stream (`Last-Event-ID`)
+            // and be answered there: only a session-less one's answers end with the stream.
+            let mut unanswered = unanswered.take();
+            if resumable && let Some(kept) = unanswered.take() {
+                kept.disarm();
+            }
             let body = InspectedEvents {
                 inner: body,
                 events,
                 done: false,
+                _unanswered: unanswered,
             };
             Ok(Response::from_parts(head, body.boxed_unsync()))
         }
@@ -176,6 +206,62 @@ struct InspectedEvents {
     inner: Incoming,
     events: ServerEvents,
     done: bool,
+    /// Until the stream is dropped (ended, or the client went away), the POST's requests
+    /// may still be answered on it.
+    _unanswered: Option<Unanswered>,
+}
+
+/// The requests of a POST whose exchange is not over: when it is (this is dropped), what
+/// it did not answer is forgotten, so the ids can be used again. Without this, a 2026-07-28
+/// client, which numbers every exchange from scratch, would find an id "still pending"
+/// after one error answer.
+struct Unanswered {
+    http: Arc<McpHttp>,
+    /// None once disarmed.
+    posted: Option<Posted>,
+}
+
+impl Unanswered {
+    /// The answers may still come after this exchange (on a resumed stream): nothing is
+    /// forgotten.
+    fn disarm(mut self) {
+        self.posted = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(posted) = self.posted.take() {
+            self.http.exchange_ended(&posted);
+        }
+    }
+}
+
+/// A JSON body of the server's, bounded.
+async fn read_json(body: Incoming, max_message_bytes: usize) -> Result<Bytes, Refused> {
+    Ok(Limited::new(body, max_message_bytes)
+        .collect()
+        .await
+        .map_err(|e| {
+            (
+                StatusCode::BAD_GATEWAY,
+                format!("the MCP server's answer cannot be read: {e}"),
+            )
+        })?
+        .to_bytes())
+}
+
+/// Whether a JSON body is JSON-RPC (a message or a batch of them), not some other JSON.
+fn is_json_rpc(body: &[u8]) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        // Not even JSON: the guard refuses what it cannot read.
+        return true;
+    };
+    let is_message = |v: &serde_json::Value| v.get("jsonrpc").is_some();
+    match &value {
+        serde_json::Value::Array(items) => items.iter().any(is_message),
+        other => is_message(other),
+    }
 }
 
 impl Body for InspectedEvents {

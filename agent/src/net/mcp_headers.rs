@@ -39,6 +39,15 @@ pub enum Mismatch {
     Batch,
 }
 
+/// Whether a request says it is of a stateless revision (2026-07-28 or later): each of its
+/// exchanges stands alone.
+pub fn is_stateless(headers: &HeaderMap) -> bool {
+    header(headers, VERSION)
+        .ok()
+        .flatten()
+        .is_some_and(|v| v.as_str() >= FIRST_WITH_HEADERS)
+}
+
 /// Checks a POST's MCP headers against its JSON body (`body` already parsed; a body that is
 /// not JSON is the guard's to refuse).
 pub fn check(headers: &HeaderMap, body: &Value) -> Result<(), Mismatch> {
@@ -92,10 +101,14 @@ pub fn check(headers: &HeaderMap, body: &Value) -> Result<(), Mismatch> {
         }
         _ => {}
     }
+    // Methods whose name the header repeats; for any other, a name header is not ours to
+    // check (an extension's routing, or a method the server will refuse).
     let named = match method {
         Some("tools/call" | "prompts/get") => params.and_then(|p| p.get("name")),
         Some("resources/read") => params.and_then(|p| p.get("uri")),
-        _ => None,
+        // The tasks extension names the task.
+        Some("tasks/get" | "tasks/cancel" | "tasks/update") => params.and_then(|p| p.get("taskId")),
+        _ => return Ok(()),
     };
     match (&name_header, named) {
         (Some(found), Some(Value::String(body))) if found != body => Err(Mismatch::Differs {

@@ -18,7 +18,7 @@
 //! ends in a body can only be JSON whitespace (a raw one inside a string is invalid JSON), so
 //! they are read, and forwarded, as spaces.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 
@@ -28,6 +28,7 @@ use crate::audit::{Action, Event, EventKind};
 use crate::engine::Decider;
 use crate::guard::{Forward, Guard, trim_newline};
 use crate::llm::sse;
+use crate::mcp::Id;
 use crate::sync::lock;
 
 /// agentsh's answers waiting to go on an older-transport stream; past this many (a client
@@ -38,13 +39,28 @@ const MAX_QUEUED_ANSWERS: usize = 1024;
 /// What to do with a client's POST body.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ClientAction {
-    /// Send this body to the server.
-    Forward(Bytes),
+    /// Send this body to the server; the requests it carries wait for their answers until
+    /// the exchange ends ([`McpHttp::exchange_ended`]).
+    Forward(Bytes, Posted),
     /// Do not send it; answer the client with this JSON-RPC body (an error, or a batch of
     /// them).
     Answer(Vec<u8>),
     /// Do not send it, and there is nothing to answer (a refused notification): 202.
     Accepted,
+}
+
+/// The requests one POST sent, whose answers its own response carries (Streamable HTTP).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Posted {
+    exchange: u64,
+    ids: Vec<Id>,
+}
+
+/// Which POST each request waiting for its answer came in.
+#[derive(Default)]
+struct Exchanges {
+    next: u64,
+    owner: HashMap<Id, u64>,
 }
 
 /// The older HTTP+SSE transport's conversations, known by the URL their POSTs go to (path
@@ -64,6 +80,7 @@ pub struct McpHttp {
     decider: Arc<dyn Decider>,
     /// The older transport's: the stream that carries every answer of the conversation.
     stream: Mutex<Option<Arc<Outlet>>>,
+    exchanges: Mutex<Exchanges>,
 }
 
 /// agentsh's own messages for an older-transport stream, and who waits to send them.
@@ -94,6 +111,7 @@ impl McpHttp {
             server: server.to_owned(),
             decider,
             stream: Mutex::default(),
+            exchanges: Mutex::default(),
         }
     }
 
@@ -110,7 +128,27 @@ impl McpHttp {
     /// A POST from the client.
     pub fn client_post(&self, body: Bytes) -> ClientAction {
         let line = one_line(body);
+        // Held across the guard, so that which requests this POST made wait is its own.
+        let mut exchanges = lock(&self.exchanges);
+        let requests = request_ids(&line);
+        let waiting_before: Vec<bool> = requests
+            .iter()
+            .map(|id| self.guard.is_pending(id))
+            .collect();
         let outcome = self.guard.from_client(&line);
+        exchanges.next += 1;
+        let exchange = exchanges.next;
+        let ids: Vec<Id> = requests
+            .into_iter()
+            .zip(waiting_before)
+            .filter(|(id, before)| !before && self.guard.is_pending(id))
+            .map(|(id, _)| id)
+            .collect();
+        for id in &ids {
+            exchanges.owner.insert(id.clone(), exchange);
+        }
+        drop(exchanges);
+        let posted = Posted { exchange, ids };
         let reply = trimmed(outcome.reply);
         // The older transport: agentsh's answers go where the server's do, on the stream.
         let stream = lock(&self.stream).clone();
@@ -122,10 +160,27 @@ impl McpHttp {
                 ))
             });
         match outcome.forward {
-            Forward::Original => ClientAction::Forward(line),
-            Forward::Replaced(bytes) => ClientAction::Forward(Bytes::from(bytes)),
+            Forward::Original => ClientAction::Forward(line, posted),
+            Forward::Replaced(bytes) => ClientAction::Forward(Bytes::from(bytes), posted),
             Forward::Drop if reply.is_empty() || on_stream => ClientAction::Accepted,
             Forward::Drop => ClientAction::Answer(reply),
+        }
+    }
+
+    /// The exchange of a POST ended: the answers it did not carry (an HTTP error, an empty
+    /// 202, a stream the client or server dropped) will not come, and the ids are the
+    /// client's to use again; an id already in use by a later POST stays. On the older
+    /// transport answers come on the conversation's stream, not the POST's: nothing ends.
+    pub fn exchange_ended(&self, posted: &Posted) {
+        if lock(&self.stream).is_some() {
+            return;
+        }
+        let mut exchanges = lock(&self.exchanges);
+        for id in &posted.ids {
+            if exchanges.owner.get(id) == Some(&posted.exchange) {
+                exchanges.owner.remove(id);
+                self.guard.forget(id);
+            }
         }
     }
 
@@ -302,6 +357,22 @@ fn endpoint_path(data: &str) -> Option<String> {
 
 /// The body as one line: CR and LF (JSON whitespace wherever valid JSON has them) become
 /// spaces.
+/// The ids of the requests in a POST body (one message or a batch).
+fn request_ids(body: &[u8]) -> Vec<Id> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let messages = match &value {
+        serde_json::Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    messages
+        .into_iter()
+        .filter(|m| m.get("method").is_some())
+        .filter_map(|m| m.get("id").and_then(Id::from_value))
+        .collect()
+}
+
 fn one_line(body: Bytes) -> Bytes {
     if memchr::memchr2(b'\r', b'\n', &body).is_none() {
         return body;
@@ -421,7 +492,7 @@ sandbox:
         // An allowed call goes on; its answer on the stream is read by the same conversation.
         assert!(matches!(
             http.client_post(compact(8, "read_file")),
-            ClientAction::Forward(_)
+            ClientAction::Forward(..)
         ));
         let answer =
             "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"content\":[]}}\n\n";
@@ -504,7 +575,7 @@ sandbox:
         let allowed = call(2, "read_file");
         match http.client_post(allowed.clone()) {
             // Pretty-printed: forwarded as read, its line ends as spaces.
-            ClientAction::Forward(body) => {
+            ClientAction::Forward(body, _) => {
                 assert_eq!(json_of(&body), json_of(&allowed));
                 assert!(!body.contains(&b'\n'));
             }
@@ -517,12 +588,42 @@ sandbox:
     }
 
     #[test]
+    fn an_exchange_that_ends_unanswered_frees_its_ids() {
+        let (http, _) = http(POLICY);
+        let call = |id: u32| {
+            Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{}}}}}}"#
+            ))
+        };
+        let ClientAction::Forward(_, first) = http.client_post(call(1)) else {
+            panic!("refused");
+        };
+        // While the exchange lasts, the id is taken.
+        assert!(matches!(http.client_post(call(1)), ClientAction::Answer(_)));
+        // It ended with no answer (an HTTP error, a dropped stream): the id is free again.
+        http.exchange_ended(&first);
+        let ClientAction::Forward(_, second) = http.client_post(call(1)) else {
+            panic!("refused after the first exchange ended");
+        };
+        // A late end of the first exchange does not free the second's.
+        http.exchange_ended(&first);
+        assert!(matches!(http.client_post(call(1)), ClientAction::Answer(_)));
+        http.exchange_ended(&second);
+        assert!(matches!(
+            http.client_post(call(1)),
+            ClientAction::Forward(..)
+        ));
+    }
+
+    #[test]
     fn a_compact_body_passes_as_the_same_bytes() {
         let (http, _) = http(POLICY);
         let body = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{}}}"#,
         );
-        assert_eq!(http.client_post(body.clone()), ClientAction::Forward(body));
+        assert!(
+            matches!(http.client_post(body.clone()), ClientAction::Forward(sent, _) if sent == body)
+        );
         // A notification the guard refuses has nobody to answer.
         let junk = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/x","params":"#);
         assert!(matches!(
@@ -537,7 +638,7 @@ sandbox:
         let list = br#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#;
         assert!(matches!(
             http.client_post(Bytes::from_static(list)),
-            ClientAction::Forward(_)
+            ClientAction::Forward(..)
         ));
         let result = json!({"jsonrpc": "2.0", "id": 5, "result": {"tools": [
             {"name": "read_file", "description": "Reads a file", "inputSchema": {"type": "object"}},

@@ -35,7 +35,7 @@ pub enum OriginError {
         source: hyper::Error,
     },
     #[error(
-        "the server at {addr} presented a key (SPKI sha256 {found}) other than its tls_fingerprint {expected}"
+        "the server at {addr} presented a certificate (sha256 of its key {found}) that its tls_fingerprint {expected} names neither by key nor by certificate"
     )]
     Fingerprint {
         addr: SocketAddr,
@@ -58,6 +58,9 @@ pub struct Origin {
     authority: String,
     /// The SHA-256 of the key the origin's certificate must carry (lowercase hex).
     spki_sha256: Option<String>,
+    /// Whether an HTTP/1.1 request keeps the `Host` its client gave (the transparent path,
+    /// where the client chose the server); otherwise it names the origin.
+    keep_host: bool,
     sender: Mutex<Option<Sender>>,
 }
 
@@ -90,6 +93,7 @@ impl Origin {
             tls: Some((tls, name)),
             authority,
             spki_sha256: None,
+            keep_host: false,
             sender: Mutex::new(None),
         }
     }
@@ -101,8 +105,17 @@ impl Origin {
             tls: None,
             authority: authority_of(&address.ip().to_string(), address.port(), 80),
             spki_sha256: None,
+            keep_host: false,
             sender: Mutex::new(None),
         }
+    }
+
+    /// Requests keep the `Host` their client gave: the server's name-based checks (DNS
+    /// rebinding protection, virtual hosts) see what the client asked for, not the address
+    /// agentsh connected to.
+    pub fn keeping_host(mut self) -> Self {
+        self.keep_host = true;
+        self
     }
 
     /// Only a certificate carrying the key with this SHA-256 (SPKI, lowercase hex) will do,
@@ -149,10 +162,12 @@ impl Origin {
         let sent = match &mut current {
             Sender::Http1(sender) => {
                 head.uri = Uri::try_from(path).map_err(|e| bad(e.into()))?;
-                head.headers.insert(
-                    http::header::HOST,
-                    http::HeaderValue::from_str(&self.authority).map_err(|e| bad(e.into()))?,
-                );
+                if !(self.keep_host && head.headers.contains_key(http::header::HOST)) {
+                    head.headers.insert(
+                        http::header::HOST,
+                        http::HeaderValue::from_str(&self.authority).map_err(|e| bad(e.into()))?,
+                    );
+                }
                 Box::pin(sender.send_request(Request::from_parts(head, body))) as Pending
             }
             Sender::Http2(sender) => {
@@ -246,7 +261,9 @@ impl Origin {
         Ok(stream)
     }
 
-    /// A declared server's certificate must carry the pinned key.
+    /// A declared server's certificate must carry the pinned key, or be the pinned
+    /// certificate: the design documents' "cert pin" is what `openssl x509 -fingerprint
+    /// -sha256` prints, a key pin survives renewal; both are taken.
     fn check_pin(
         &self,
         stream: &tokio_rustls::client::TlsStream<TcpStream>,
@@ -254,14 +271,14 @@ impl Origin {
         let Some(expected) = &self.spki_sha256 else {
             return Ok(());
         };
-        let found = spki_sha256(stream.get_ref().1.peer_certificates());
-        if found.as_deref() == Some(expected.as_str()) {
+        let found = leaf_fingerprints(stream.get_ref().1.peer_certificates());
+        if found.as_ref().is_some_and(|leaf| leaf.pinned_by(expected)) {
             return Ok(());
         }
         Err(OriginError::Fingerprint {
             addr: self.address,
             expected: expected.clone(),
-            found: found.unwrap_or_else(|| "none".to_owned()),
+            found: found.map_or_else(|| "none".to_owned(), |leaf| leaf.spki),
         })
     }
 
@@ -301,14 +318,34 @@ impl Origin {
     }
 }
 
-/// The SHA-256 of the leaf certificate's public key (SPKI DER), lowercase hex.
-fn spki_sha256(chain: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> Option<String> {
+/// The SHA-256 digests of a leaf certificate, lowercase hex.
+#[derive(Debug, PartialEq, Eq)]
+struct LeafFingerprints {
+    /// Of its public key (SPKI DER).
+    spki: String,
+    /// Of the whole certificate (DER).
+    certificate: String,
+}
+
+impl LeafFingerprints {
+    /// Whether a `tls_fingerprint` (lowercase hex) names this leaf, by key or by certificate.
+    fn pinned_by(&self, fingerprint: &str) -> bool {
+        self.spki == fingerprint || self.certificate == fingerprint
+    }
+}
+
+fn leaf_fingerprints(
+    chain: Option<&[rustls::pki_types::CertificateDer<'_>]>,
+) -> Option<LeafFingerprints> {
     use sha2::Digest as _;
     let leaf = chain?.first()?;
     let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
-    Some(hex::encode(sha2::Sha256::digest(
-        cert.subject_public_key_info().as_ref(),
-    )))
+    Some(LeafFingerprints {
+        spki: hex::encode(sha2::Sha256::digest(
+            cert.subject_public_key_info().as_ref(),
+        )),
+        certificate: hex::encode(sha2::Sha256::digest(leaf.as_ref())),
+    })
 }
 
 /// `host` or `host:port` when the port is not the scheme's own; IPv6 in brackets.
@@ -333,7 +370,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fingerprint_is_the_sha256_of_the_leaf_s_public_key() {
+    fn the_fingerprints_are_the_sha256_of_the_leaf_s_key_and_of_the_leaf() {
         use sha2::Digest as _;
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["mcp.test".to_owned()])
@@ -344,9 +381,18 @@ mod tests {
             rcgen::PublicKeyData::subject_public_key_info(&key),
         ));
         let chain = [cert.der().clone()];
-        assert_eq!(spki_sha256(Some(&chain)), Some(expected));
-        assert_eq!(spki_sha256(Some(&[])), None);
-        assert_eq!(spki_sha256(None), None);
+        assert_eq!(
+            leaf_fingerprints(Some(&chain)),
+            Some(LeafFingerprints {
+                spki: expected,
+                certificate: hex::encode(sha2::Sha256::digest(cert.der().as_ref())),
+            })
+        );
+        let leaf = leaf_fingerprints(Some(&chain)).unwrap();
+        assert!(leaf.pinned_by(&leaf.spki) && leaf.pinned_by(&leaf.certificate));
+        assert!(!leaf.pinned_by(&"0".repeat(64)));
+        assert_eq!(leaf_fingerprints(Some(&[])), None);
+        assert_eq!(leaf_fingerprints(None), None);
     }
 
     #[test]

@@ -407,7 +407,7 @@ impl EventStream {
 /// The message's body as the guard lets it go, or why it does not.
 fn guarded(http: &McpHttp, message: &Value, method: &str) -> Result<Bytes, PrefetchError> {
     match http.client_post(Bytes::from(message.to_string())) {
-        ClientAction::Forward(body) => Ok(body),
+        ClientAction::Forward(body, _) => Ok(body),
         ClientAction::Answer(answer) => Err(PrefetchError::Refused {
             method: method.to_owned(),
             answer: String::from_utf8_lossy(&answer).into_owned(),

@@ -140,19 +140,31 @@ pub fn unlisted_verdict(policy: &McpPolicy, server: &str, tool: &str) -> Option<
 
 /// Whether `server` may be used at all (denied_servers, server_policy, fail_closed): `Some`
 /// block verdict when not. The transparent proxy asks it before a network server's connection.
+///
+/// A denial wins, except under `server_policy: allowlist` over a denial less precise than the
+/// allowance (`allowed_servers: [filesystem]` beside `denied_servers: ["*"]`, the design
+/// documents' "deny everything not explicitly allowed"): the most precise entry decides.
 pub fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
     use Decision::Block;
     let names = NameForms::of(server);
-    if policy
+    let denial = policy
         .denied_servers
         .iter()
-        .any(|g| names.any(|n| g.matches(n)))
-    {
-        return Some(Verdict::new(
-            Block,
-            "denied_servers",
-            format!("server '{server}' is denied"),
-        ));
+        .filter(|g| names.any(|n| g.matches(n)))
+        .max_by_key(|g| g.specificity());
+    if let Some(denial) = denial {
+        let allowed_more_precisely = policy.server_policy == ListPolicy::Allowlist
+            && policy
+                .allowed_servers
+                .iter()
+                .any(|g| g.matches(server) && g.specificity() > denial.specificity());
+        if !allowed_more_precisely {
+            return Some(Verdict::new(
+                Block,
+                "denied_servers",
+                format!("server '{server}' is denied ({})", denial.as_str()),
+            ));
+        }
     }
     let allowed = || policy.allowed_servers.iter().any(|g| g.matches(server));
     let declared = || policy.servers.iter().any(|s| s.id == server);
@@ -275,8 +287,10 @@ fn argument_rules(
             best = Some(rule);
         }
     }
+    // The default is for calls no rule matched: a rule that matched decides, so `allow` rules
+    // under `default_decision: block` make an allowlist.
     match best {
-        Some(rule) if rule.decision >= policy.default_decision => Verdict::new(
+        Some(rule) => Verdict::new(
             rule.decision,
             format!("rules/{}", rule.id),
             rule.reason

@@ -126,7 +126,7 @@ fn allow_rules_do_not_trust_traversal() {
         r#"
 sandbox:
   mcp:
-    default_decision: audit
+    default_decision: block
     rules:
       - {id: project, match: {tool_name: read_file, argument_patterns: {path: "/home/u/project/**"}}, decision: allow}
 "#,
@@ -136,14 +136,48 @@ sandbox:
         p.mcp(),
         &call("fs", "read_file", &inside, ToolStatus::Unlisted),
     );
-    // allow < audit default: the default still applies, allow rules never lower it.
-    assert_eq!(v.decision, Decision::Audit);
+    // A matching rule decides; the default is for calls no rule matched.
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Decision::Allow, "rules/project")
+    );
     let escape = json!({"path": "/home/u/project/../../../etc/shadow"});
     let v = decide_call(
         p.mcp(),
         &call("fs", "read_file", &escape, ToolStatus::Unlisted),
     );
-    assert_eq!((v.decision, v.rule.as_str()), (Decision::Audit, "default"));
+    assert_eq!((v.decision, v.rule.as_str()), (Decision::Block, "default"));
+    assert!(v.blocks());
+}
+
+#[test]
+fn the_most_precise_server_entry_decides_under_an_allowlist() {
+    // The design documents' "deny everything not explicitly allowed".
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    server_policy: allowlist
+    allowed_servers: [filesystem, "internal-*"]
+    denied_servers: ["*", internal-legacy]
+"#,
+    );
+    let args = json!({});
+    let verdict = |server| decide_call(p.mcp(), &call(server, "t", &args, ToolStatus::Unlisted));
+    assert!(!verdict("filesystem").blocks());
+    assert!(!verdict("internal-wiki").blocks());
+    for server in ["internal-legacy", "weather", "filesystem2"] {
+        let v = verdict(server);
+        assert!(v.blocks(), "{server}");
+        assert_eq!(v.rule, "denied_servers", "{server}");
+    }
+    // Outside an allowlist a denial always wins.
+    let p = policy("sandbox: {mcp: {allowed_servers: [filesystem], denied_servers: ['*']}}");
+    let v = decide_call(
+        p.mcp(),
+        &call("filesystem", "t", &args, ToolStatus::Unlisted),
+    );
+    assert!(v.blocks());
 }
 
 #[test]

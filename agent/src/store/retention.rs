@@ -395,10 +395,9 @@ mod tests {
             log.record(event(i).session("flood"));
         }
         log.flush();
+        // The writer also prunes on its own every PRUNE_INTERVAL: on a slow machine it may
+        // have run during the flood, so what went is summed over every prune.
         let pruned = log.prune().unwrap();
-        assert_eq!(pruned.by_session.get("over"), Some(&50), "{pruned:?}");
-        assert!(pruned.by_session.get("flood").is_some_and(|n| *n > 10_000));
-        assert!(!pruned.by_session.contains_key("quiet"), "{pruned:?}");
         let of = |session: &str| {
             log.query(&EventQuery {
                 sessions: Some(vec![session.into()]),
@@ -416,16 +415,24 @@ mod tests {
             .into_iter()
             .filter(|e| e.event == EventKind::RetentionDeleted)
             .collect();
-        assert_eq!(said.len(), 1);
+        assert!(!said.is_empty());
+        let went = |session: &str| -> u64 {
+            said.iter()
+                .map(|e| e.details["by_session"][session].as_u64().unwrap_or(0))
+                .sum()
+        };
+        assert_eq!(went("over"), 50, "{said:#?}");
+        assert!(went("flood") > 10_000, "{said:#?}");
+        assert_eq!(went("quiet"), 0, "{said:#?}");
+        // The explicit prune is one of them, and says so.
         assert!(
-            said[0].reason.starts_with(&format!(
-                "retention deleted {} events (up to #",
-                pruned.events
-            )),
-            "{}",
-            said[0].reason
+            pruned.events == 0
+                || said.iter().any(|e| e.reason.starts_with(&format!(
+                    "retention deleted {} events (up to #",
+                    pruned.events
+                ))),
+            "{pruned:?} {said:#?}"
         );
-        assert_eq!(said[0].details["by_session"]["over"], 50);
     }
 
     #[test]

@@ -1,17 +1,21 @@
 //! Reads `sandbox.mcp` from the YAML tree into `McpPolicy`, reporting every problem found.
-//! One file per group of keys: servers, rules, and the detector/limit settings.
+//! One file per group of keys: servers, rules, and the detector/limit settings; and one per
+//! other spelling of the same policy: AgentShield's rule file and the `mcp.inspection` section
+//! of the tool-inspection design.
 
+pub(super) mod agentshield;
+pub(super) mod inspection;
 mod rules;
 mod servers;
 mod settings;
 
 use super::diagnostic::{Location, Report};
 use super::formats::normalize_sha256;
-use super::keywords::{Decision, ListPolicy};
+use super::keywords::ListPolicy;
 use super::patterns::{NameGlob, regex_error_message};
 use super::reader::{self, Fields, glob_error, name_glob};
 use super::schema::{McpPolicy, ToolSelector};
-use super::yaml::Node;
+use super::yaml::{Node, Value};
 
 const MIN_MESSAGE_BYTES: u64 = 1024;
 const MAX_MESSAGE_BYTES: u64 = 1024 * 1024 * 1024;
@@ -46,12 +50,7 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
     let policy = McpPolicy {
         enforce_policy: f.bool(r, "enforce_policy", d.enforce_policy),
         fail_closed: f.bool(r, "fail_closed", d.fail_closed),
-        default_decision: f.keyword_of(
-            r,
-            "default_decision",
-            &[Decision::Allow, Decision::Audit],
-            d.default_decision,
-        ),
+        default_decision: f.keyword(r, "default_decision", d.default_decision),
         max_message_bytes: usize::try_from(f.uint(
             r,
             "max_message_bytes",
@@ -61,14 +60,15 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
         .unwrap_or(d.max_message_bytes),
         servers: each(r, &f, "servers", servers::server),
         server_policy: f.keyword(r, "server_policy", d.server_policy),
-        allowed_servers: name_globs(r, &f, "allowed_servers"),
-        denied_servers: name_globs(r, &f, "denied_servers"),
+        allowed_servers: each(r, &f, "allowed_servers", server_glob),
+        denied_servers: each(r, &f, "denied_servers", server_glob),
         tool_policy: f.keyword(r, "tool_policy", d.tool_policy),
         allowed_tools: each(r, &f, "allowed_tools", tool_selector),
         denied_tools: each(r, &f, "denied_tools", tool_selector),
         blocked_tools: name_globs(r, &f, "blocked_tools"),
         rules: Vec::new(),
         host_rules: Vec::new(),
+        launch_patterns: Vec::new(),
         version_pinning: section(r, &f, "version_pinning", settings::version_pinning),
         rate_limits: section(r, &f, "rate_limits", settings::rate_limits),
         cross_server: section(r, &f, "cross_server", settings::cross_server),
@@ -77,14 +77,55 @@ pub(crate) fn parse(r: &mut Report, node: &Node, path: &str) -> McpPolicy {
         server_requests: section(r, &f, "server_requests", settings::server_requests),
     };
     let mut policy = policy;
-    for rule in each(r, &f, "rules", rules::rule) {
+    add_rules(r, &f, "rules", &mut policy);
+    unused_list_warnings(r, &f, &policy);
+    policy
+}
+
+/// Where the MCP section was read from (`sandbox.mcp` or `mcp_rules`), to find the settings
+/// that another spelling of the policy writes too.
+pub(crate) struct Section<'n> {
+    node: Option<&'n Node>,
+    path: String,
+}
+
+impl<'n> Section<'n> {
+    pub(crate) fn new(node: Option<&'n Node>, path: &str) -> Self {
+        Self {
+            node,
+            path: path.to_owned(),
+        }
+    }
+
+    /// Reports `doc` (a dotted path and where it is written) as an error if the section
+    /// writes the same setting at `ours`.
+    pub(crate) fn same_setting(&self, r: &mut Report, doc: (&str, Location), ours: &[&str]) {
+        if let Some(key) = self.node.and_then(|n| reader::written(n, ours)) {
+            let path = format!("{}.{}", self.path, ours.join("."));
+            reader::conflict(r, doc, (&path, key.loc));
+        }
+    }
+}
+
+/// Reads the rule list under `key` of `f` into `policy`.
+fn add_rules(r: &mut Report, f: &Fields<'_>, key: &str, policy: &mut McpPolicy) {
+    for rule in each(r, f, key, rules::rule) {
         match rule {
             rules::AnyRule::Mcp(rule) => policy.rules.push(*rule),
             rules::AnyRule::Host(rule) => policy.host_rules.push(rule),
         }
     }
-    unused_list_warnings(r, &f, &policy);
-    policy
+}
+
+/// An entry of `allowed_servers` / `denied_servers`: a glob, written as it is or as
+/// `- id: glob` (the design documents' spelling).
+fn server_glob(r: &mut Report, node: &Node, path: &str) -> Option<NameGlob> {
+    if !matches!(node.value, Value::Map(_)) {
+        return name_glob(r, node, path);
+    }
+    let f = Fields::open(r, node, path, &["id"])?;
+    f.required(r, "id")
+        .and_then(|n| name_glob(r, n, &f.path_of("id")))
 }
 
 /// An allow list that its `*_policy` ignores is almost always a forgotten policy line. (Deny
