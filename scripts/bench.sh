@@ -34,6 +34,9 @@ echo
 echo "== SSE interceptors (in process, vs a plain copy of the same bytes) =="
 cargo run --quiet --release -p agentsh --example llm_bench
 echo
+echo "== MCP over Streamable HTTP (both ways through the guard, in process, vs a copy) =="
+cargo run --quiet --release -p agentsh --example mcp_http_bench
+echo
 echo "== OTLP export (events/s from redb to a loopback collector, vs only reading them back) =="
 cargo run --quiet --release -p agentsh --example export_bench
 echo

@@ -1,5 +1,6 @@
 //! The official MCP Python SDK 2.x (tests/peers/mcp2): a dual-era server and a client that
-//! speaks the era it is told to, over stdio.
+//! speaks the era it is told to, over stdio or Streamable HTTP, and can listen for changes
+//! (`subscriptions/listen`) while it calls.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -40,6 +41,22 @@ pub fn client_command(
     calls: &[&str],
     command: &[String],
 ) -> Vec<String> {
+    let steps: Vec<Step> = calls.iter().copied().map(Step::Call).collect();
+    steps_command(era, flags, &steps, command)
+}
+
+/// One step of a client run, in order.
+#[derive(Clone, Copy, Debug)]
+pub enum Step<'a> {
+    /// `--call TOOL[:JSON]`.
+    Call(&'a str),
+    /// `--wait-events N`: until N events in all have come on the `--listen` stream.
+    WaitEvents(usize),
+}
+
+/// The client's command line in `era` against `command`, with `flags` (`--listen URI`), taking
+/// `steps` in order.
+pub fn steps_command(era: &str, flags: &[&str], steps: &[Step], command: &[String]) -> Vec<String> {
     let dir = peers();
     let mut cmd = vec![
         dir.join(".venv/bin/python").display().to_string(),
@@ -48,8 +65,11 @@ pub fn client_command(
         era.to_owned(),
     ];
     cmd.extend(flags.iter().map(|f| (*f).to_owned()));
-    for call in calls {
-        cmd.extend(["--call".to_owned(), (*call).to_owned()]);
+    for step in steps {
+        match step {
+            Step::Call(call) => cmd.extend(["--call".to_owned(), (*call).to_owned()]),
+            Step::WaitEvents(n) => cmd.extend(["--wait-events".to_owned(), n.to_string()]),
+        }
     }
     cmd.push("--".to_owned());
     cmd.extend(command.iter().cloned());
@@ -63,7 +83,15 @@ pub fn client(era: &str, calls: &[&str], command: &[String]) -> Value {
 
 /// Runs [`client_command`]; what the client printed (see client.py).
 pub fn client_with(era: &str, flags: &[&str], calls: &[&str], command: &[String]) -> Value {
-    let line = client_command(era, flags, calls, command);
+    run(era, client_command(era, flags, calls, command))
+}
+
+/// Runs [`steps_command`]; what the client printed (see client.py).
+pub fn client_steps(era: &str, flags: &[&str], steps: &[Step], command: &[String]) -> Value {
+    run(era, steps_command(era, flags, steps, command))
+}
+
+fn run(era: &str, line: Vec<String>) -> Value {
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..]).current_dir(peers());
     let out = run_bounded(cmd, b"", Duration::from_secs(120));
@@ -115,6 +143,24 @@ pub fn asked(out: &Value) -> Vec<String> {
                         Some(mode) => format!("{kind}:{mode}"),
                         None => kind.to_owned(),
                     }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The events that came on the client's listen stream: (method, URI or ""), in order.
+pub fn notifications(out: &Value) -> Vec<(String, String)> {
+    out["notifications"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .map(|e| {
+                    (
+                        e["method"].as_str().unwrap_or_default().to_owned(),
+                        e["uri"].as_str().unwrap_or_default().to_owned(),
+                    )
                 })
                 .collect()
         })

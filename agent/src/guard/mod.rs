@@ -104,7 +104,13 @@ pub struct Guard {
     listed: Mutex<std::collections::HashSet<String>>,
     /// The guard's own requests so far (their ids).
     own_requests: std::sync::atomic::AtomicU64,
+    /// Requests the client cancelled: their pending entries are gone, and an answer that
+    /// crossed the cancel is dropped quietly (the client ignores it anyway). Oldest first.
+    cancelled: Mutex<std::collections::VecDeque<Id>>,
 }
+
+/// Cancelled requests remembered for late answers.
+const MAX_CANCELLED: usize = 1024;
 
 impl Guard {
     pub fn new(server: &str, decider: Arc<dyn Decider>, max_message_bytes: usize) -> Self {
@@ -117,6 +123,7 @@ impl Guard {
             lists_first: false,
             listed: Mutex::default(),
             own_requests: std::sync::atomic::AtomicU64::new(0),
+            cancelled: Mutex::default(),
         }
     }
 
@@ -306,6 +313,11 @@ impl Guard {
                     // A server may run a tools/call sent without an id; we cannot answer one.
                     self.record(self.refused("tools/call without an id dropped", "client"));
                     return ClientCheck::Refuse(None);
+                }
+                if *method == Method::Cancelled {
+                    // No answer will come (the server must not send one): the request is over,
+                    // as every closed 2026-07-28 subscription is on stdio.
+                    self.cancel(message);
                 }
                 ClientCheck::Forward(None)
             }
@@ -725,7 +737,11 @@ impl Guard {
         match message.kind() {
             Kind::Response { id } => {
                 let Some(pending) = lock(&self.client_pending).remove(id) else {
-                    self.record(self.refused("response to no pending request dropped", "server"));
+                    if !self.crossed_a_cancel(id) {
+                        self.record(
+                            self.refused("response to no pending request dropped", "server"),
+                        );
+                    }
                     return (ServerForward::Drop, None);
                 };
                 if let Pending::ListFirst(parked) = pending {
@@ -959,7 +975,16 @@ impl Guard {
     /// A blocked log message keeps its level and logger with a notice for data; a blocked
     /// resource update is dropped (the client would re-read the resource, judged again).
     fn check_notification(&self, method: &Method, message: &Message) -> ServerForward {
-        if !matches!(method, Method::Message | Method::ResourcesUpdated) {
+        if *method == Method::Cancelled {
+            // The server gave up a request of the client's (it ended a subscription).
+            self.cancel(message);
+        }
+        // What hosts show: log messages, resource updates, progress messages, why a request
+        // was cancelled.
+        if !matches!(
+            method,
+            Method::Message | Method::ResourcesUpdated | Method::Progress | Method::Cancelled
+        ) {
             return ServerForward::Original;
         }
         let Some(params) = message.params() else {
@@ -977,15 +1002,56 @@ impl Guard {
                 text
             }
         };
-        if *method == Method::ResourcesUpdated {
-            return ServerForward::Drop;
-        }
+        // The text goes, the notification stays where it carries state: a log keeps its level
+        // and logger, a cancel still ends its request. An update or a progress report is
+        // only news: dropped.
+        let field = match method {
+            Method::Message => "data",
+            Method::Cancelled => "reason",
+            _ => return ServerForward::Drop,
+        };
         let mut value = message.value().clone();
         if let Some(params) = value.get_mut("params").and_then(Value::as_object_mut) {
             let notice = format!("[agentsh] withheld: {reason}");
-            params.insert("data".to_owned(), Value::String(notice));
+            params.insert(field.to_owned(), Value::String(notice));
         }
         ServerForward::Replaced(line_of(&value))
+    }
+
+    /// A `notifications/cancelled`: its request waits for no answer any more.
+    fn cancel(&self, message: &Message) {
+        let Some(id) = message
+            .params()
+            .and_then(|p| p.get("requestId"))
+            .and_then(Id::from_value)
+        else {
+            return;
+        };
+        let mut pending = lock(&self.client_pending);
+        // The guard's own listing for a parked call is not the client's to cancel.
+        if matches!(pending.get(&id), Some(Pending::ListFirst(_)) | None) {
+            return;
+        }
+        pending.remove(&id);
+        drop(pending);
+        let mut cancelled = lock(&self.cancelled);
+        if cancelled.len() >= MAX_CANCELLED {
+            cancelled.pop_front();
+        }
+        cancelled.push_back(id);
+    }
+
+    /// Whether an answer to no pending request answers one the client cancelled (then it is
+    /// dropped without a word: the spec lets answers cross cancels).
+    fn crossed_a_cancel(&self, id: &Id) -> bool {
+        let mut cancelled = lock(&self.cancelled);
+        match cancelled.iter().position(|c| c == id) {
+            Some(at) => {
+                cancelled.remove(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Output inspection of a tools/call, resources/read or prompts/get result, or of the
