@@ -444,11 +444,23 @@ fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
         "sandbox: {mcp: {}}\n",
         "kernel:\n  listen: 127.0.0.1:0\n  listen6: \"[::1]:0\"\n  intercept_loopback: [127.0.0.10]\n  other_traffic: splice\n",
     );
-    // Alive, the daemon splices the session's connection to where it was going.
-    let out = daemon.run_session("alive", &connect_script(&addr, None));
-    assert_eq!(out.stdout.trim(), "ok", "{}", out.stderr);
-    // The daemon dials the destination on its own time, after the agent's connect returned.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Alive, the daemon splices the session's connection to where it was going. It dials the
+    // destination on its own time, after the agent's connect returned, and not at all for a
+    // client already gone: the agent holds its connection until the destination has it.
+    let held = dir.path().join("held");
+    let script = connect_script(&addr, None).replace(
+        "print('ok')",
+        &format!(
+            "print('ok', flush=True)\n  import os,time\n  t=time.time()\n  while not os.path.exists('{}') and time.time()-t<30: time.sleep(0.02)",
+            held.display()
+        ),
+    );
+    let mut alive = daemon.session_command(&[], "alive", &script);
+    alive
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let alive = alive.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let arrived = loop {
         match destination.accept() {
             Ok(_) => break true,
@@ -461,6 +473,14 @@ fn when_agentshd_dies_its_sessions_connections_are_refused_not_let_through() {
             Err(e) => panic!("accept: {e}"),
         }
     };
+    std::fs::write(&held, "").unwrap();
+    let out = alive.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         arrived,
         "the spliced connection never arrived:\n{}",

@@ -200,17 +200,6 @@ impl NameGlob {
     pub fn is_any(&self) -> bool {
         matches!(self.matcher, NameMatcher::Any)
     }
-
-    /// How precisely the glob names what it matches, to order two globs matching one name: a
-    /// plain name above any glob, then globs by how many characters they spell out.
-    pub fn specificity(&self) -> (bool, usize) {
-        let spelled = self
-            .source
-            .chars()
-            .filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | ',' | '\\'))
-            .count();
-        (self.is_literal(), spelled)
-    }
 }
 
 /// A glob over paths: `*` and `?` never cross a `/`, `**` matches any number of whole

@@ -82,6 +82,8 @@ enum Pending {
     },
     /// The guard's own tools/list, for a call of a tool not seen listed yet.
     ListFirst(Box<list_first::Parked>),
+    /// A 2026-07-28 subscription, which the server ends by cancelling it.
+    Listen,
     Other,
 }
 
@@ -317,7 +319,7 @@ impl Guard {
                 if *method == Method::Cancelled {
                     // No answer will come (the server must not send one): the request is over,
                     // as every closed 2026-07-28 subscription is on stdio.
-                    self.cancel(message);
+                    self.cancel(message, Canceller::Client);
                 }
                 ClientCheck::Forward(None)
             }
@@ -387,6 +389,13 @@ impl Guard {
     }
 }
 
+/// Who sent a `notifications/cancelled`.
+#[derive(Clone, Copy)]
+enum Canceller {
+    Client,
+    Server,
+}
+
 /// A missing-capability error the guard answers itself (see `check_missing_capability`).
 struct MissingCapability {
     text: String,
@@ -425,6 +434,7 @@ impl Pending {
             Method::TasksResult => Pending::Content {
                 method: "tasks/result",
             },
+            Method::SubscriptionsListen => Pending::Listen,
             _ => Pending::Other,
         }
     }
@@ -757,7 +767,9 @@ impl Guard {
                     }
                     Pending::Content { method } => self.check_content(id, message, "", method),
                     Pending::Instructions { method } => self.check_instructions(message, method),
-                    Pending::ListFirst(_) | Pending::Other => ServerForward::Original,
+                    Pending::ListFirst(_) | Pending::Listen | Pending::Other => {
+                        ServerForward::Original
+                    }
                 };
                 (forward, None)
             }
@@ -768,19 +780,36 @@ impl Guard {
                 if let Some(Pending::ListFirst(parked)) = pending {
                     return self.listed_for_parked(message, *parked);
                 }
-                if let (Some(id), Some(refused)) = (id, self.check_missing_capability(message)) {
+                if let (Some(id), Some(_)) = (id, &pending)
+                    && let Some(refused) = self.check_missing_capability(message)
+                {
                     return (refused.forward(id), None);
                 }
                 // Hosts show a failed call's error text to the model: it is output too.
-                let forward = match (id, pending) {
-                    (Some(id), Some(Pending::ToolsCall { tool })) => {
-                        self.check_content(id, message, &tool, "tools/call")
-                    }
-                    (Some(id), Some(Pending::Content { method })) => {
-                        self.check_content(id, message, "", method)
-                    }
-                    _ => ServerForward::Original,
-                };
+                let forward =
+                    match (id, pending) {
+                        (Some(id), Some(Pending::ToolsCall { tool })) => {
+                            self.check_content(id, message, &tool, "tools/call")
+                        }
+                        (Some(id), Some(Pending::Content { method })) => {
+                            self.check_content(id, message, "", method)
+                        }
+                        (Some(_), Some(_)) => ServerForward::Original,
+                        (Some(id), None) => {
+                            // An error answers nothing the client waits for: dropped as an answer
+                            // would be (quietly when it crossed a cancel).
+                            if !self.crossed_a_cancel(id) {
+                                self.record(self.refused(
+                                    "error response to no pending request dropped",
+                                    "server",
+                                ));
+                            }
+                            ServerForward::Drop
+                        }
+                        // An error without an id (the server could not read a request): its text
+                        // reaches the client, and is inspected as output.
+                        (None, _) => self.check_anonymous_error(message),
+                    };
                 (forward, None)
             }
             Kind::Request { id, method } => self.check_server_request(id, method, message),
@@ -976,8 +1005,8 @@ impl Guard {
     /// resource update is dropped (the client would re-read the resource, judged again).
     fn check_notification(&self, method: &Method, message: &Message) -> ServerForward {
         if *method == Method::Cancelled {
-            // The server gave up a request of the client's (it ended a subscription).
-            self.cancel(message);
+            // The server ended a subscription of the client's.
+            self.cancel(message, Canceller::Server);
         }
         // What hosts show: log messages, resource updates, progress messages, why a request
         // was cancelled.
@@ -1018,8 +1047,25 @@ impl Guard {
         ServerForward::Replaced(line_of(&value))
     }
 
-    /// A `notifications/cancelled`: its request waits for no answer any more.
-    fn cancel(&self, message: &Message) {
+    /// An error response without an id: passed on unless its text is blocked as output.
+    fn check_anonymous_error(&self, message: &Message) -> ServerForward {
+        let Some(error) = message.error() else {
+            return ServerForward::Original;
+        };
+        let reason = match self.decider.output(&self.server, None, "error", error) {
+            Ok(verdict) if !verdict.block => return ServerForward::Original,
+            Ok(verdict) => verdict.reason,
+            Err(err) => format!("an error of the server withheld (fail closed): {err}"),
+        };
+        let text = format!("agentsh: blocked {reason}");
+        ServerForward::Replaced(error_reply(None, codes::BLOCKED, &text))
+    }
+
+    /// A `notifications/cancelled`: its request waits for no answer any more. The client may
+    /// cancel any request of its own; the server only a subscription (a cancel of the server's
+    /// names its own requests, and one that ended a waiting call would let an error to it pass
+    /// as an answer to nothing).
+    fn cancel(&self, message: &Message, by: Canceller) {
         let Some(id) = message
             .params()
             .and_then(|p| p.get("requestId"))
@@ -1028,8 +1074,13 @@ impl Guard {
             return;
         };
         let mut pending = lock(&self.client_pending);
-        // The guard's own listing for a parked call is not the client's to cancel.
-        if matches!(pending.get(&id), Some(Pending::ListFirst(_)) | None) {
+        let cancellable = match (pending.get(&id), by) {
+            // The guard's own listing for a parked call is not the client's to cancel.
+            (None | Some(Pending::ListFirst(_)), _) => false,
+            (Some(Pending::Listen), _) | (Some(_), Canceller::Client) => true,
+            (Some(_), Canceller::Server) => false,
+        };
+        if !cancellable {
             return;
         }
         pending.remove(&id);

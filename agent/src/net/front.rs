@@ -554,9 +554,10 @@ impl Conversations {
         }))
     }
 
-    /// The conversation a request belongs to: by its Mcp-Session-Id; a stateless
-    /// (2026-07-28) POST is one of its own; else an older-transport POST by its URL, when a
-    /// stream named it; else the one without an id.
+    /// The conversation a request belongs to: by its Mcp-Session-Id; else an older-transport
+    /// POST by its URL, when a stream named it (whatever its headers say: its answers come on
+    /// that stream); a stateless (2026-07-28) POST is one of its own; else the one without an
+    /// id.
     fn of<B>(&self, request: &http::Request<B>) -> (Conversation, Arc<McpHttp>) {
         if let Some(id) = request
             .headers()
@@ -565,6 +566,14 @@ impl Conversations {
         {
             let conversation = Conversation::Header(id.to_owned());
             return (conversation.clone(), self.get(conversation));
+        }
+        if request.method() == http::Method::POST
+            && let Some(path) = request.uri().path_and_query()
+        {
+            let conversation = Conversation::Endpoint(path.as_str().to_owned());
+            if let Some(http) = lock(&self.map).get(&self.key(conversation.clone())) {
+                return (conversation, Arc::clone(http));
+            }
         }
         if request.method() == http::Method::POST && mcp_headers::is_stateless(request.headers()) {
             // Every answer comes in the POST's own response and nothing outlives it: two
@@ -575,14 +584,6 @@ impl Conversations {
                 self.max_message_bytes,
             ));
             return (Conversation::Exchange, http);
-        }
-        if request.method() == http::Method::POST
-            && let Some(path) = request.uri().path_and_query()
-        {
-            let conversation = Conversation::Endpoint(path.as_str().to_owned());
-            if let Some(http) = lock(&self.map).get(&self.key(conversation.clone())) {
-                return (conversation, Arc::clone(http));
-            }
         }
         let conversation = Conversation::Header(String::new());
         (conversation.clone(), self.get(conversation))

@@ -133,22 +133,28 @@ async fn forward(
     let kind = content_type(&head.headers);
     if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
         // Acknowledgements carry nothing; errors may carry a JSON-RPC error, which is the
-        // server's answer (hosts show its text to the model): inspected like one. What is not
-        // JSON-RPC (an HTML page, an OAuth error) is the HTTP layer's and passes.
-        if kind.as_deref() != Some("application/json") {
-            return Ok(Response::from_parts(
-                head,
-                body.boxed_unsync().map_err(Into::into).boxed_unsync(),
-            ));
-        }
-        let json = read_json(body, max_message_bytes).await?;
+        // server's answer, or text an SDK puts in the error it raises ("Error POSTing to
+        // endpoint: ..."), which hosts show the model. Both are inspected as output.
+        let bytes = read_json(body, max_message_bytes).await?;
         head.headers.remove(header::CONTENT_LENGTH);
-        if !is_json_rpc(&json) {
-            return Ok(Response::from_parts(head, full(json)));
+        if bytes.is_empty() {
+            return Ok(Response::from_parts(head, full(bytes)));
         }
-        return Ok(match http.server_json(json) {
-            Some(json) => Response::from_parts(head, full(json)),
-            None => empty_response(head.status),
+        if kind.as_deref() == Some("application/json") && is_json_rpc(&bytes) {
+            return Ok(match http.server_json(bytes) {
+                Some(json) => Response::from_parts(head, full(json)),
+                None => empty_response(head.status),
+            });
+        }
+        return Ok(match http.server_text(&String::from_utf8_lossy(&bytes)) {
+            None => Response::from_parts(head, full(bytes)),
+            Some(notice) => {
+                head.headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                Response::from_parts(head, full(Bytes::from(notice)))
+            }
         });
     }
     head.headers.remove(header::CONTENT_LENGTH);
@@ -254,8 +260,7 @@ async fn read_json(body: Incoming, max_message_bytes: usize) -> Result<Bytes, Re
 /// Whether a JSON body is JSON-RPC (a message or a batch of them), not some other JSON.
 fn is_json_rpc(body: &[u8]) -> bool {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        // Not even JSON: the guard refuses what it cannot read.
-        return true;
+        return false;
     };
     let is_message = |v: &serde_json::Value| v.get("jsonrpc").is_some();
     match &value {

@@ -45,7 +45,19 @@ pub fn is_stateless(headers: &HeaderMap) -> bool {
     header(headers, VERSION)
         .ok()
         .flatten()
-        .is_some_and(|v| v.as_str() >= FIRST_WITH_HEADERS)
+        .is_some_and(|v| is_revision(&v) && v.as_str() >= FIRST_WITH_HEADERS)
+}
+
+/// Whether `v` reads as a protocol revision (a date, `YYYY-MM-DD`), which compare as text.
+fn is_revision(v: &str) -> bool {
+    v.len() == 10
+        && v.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        })
 }
 
 /// Checks a POST's MCP headers against its JSON body (`body` already parsed; a body that is
@@ -75,7 +87,7 @@ pub fn check(headers: &HeaderMap, body: &Value) -> Result<(), Mismatch> {
         });
     }
     let version = meta_version.or(version_header.as_deref());
-    let requires = version.is_some_and(|v| v >= FIRST_WITH_HEADERS);
+    let requires = version.is_some_and(|v| is_revision(v) && v >= FIRST_WITH_HEADERS);
     let method = message.get("method").and_then(Value::as_str);
     let is_request = message.contains_key("id");
     match (&method_header, method) {

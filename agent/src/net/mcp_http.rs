@@ -61,7 +61,14 @@ pub struct Posted {
 struct Exchanges {
     next: u64,
     owner: HashMap<Id, u64>,
+    /// When `owner` is this big, the entries of answered requests go (answers come through
+    /// the guard, which does not tell this map; an exchange that never ends, a session's
+    /// stream or the older transport's, leaves its entries).
+    prune_at: usize,
 }
+
+/// The least [`Exchanges::prune_at`].
+const PRUNE_OWNERS_AT: usize = 1024;
 
 /// The older HTTP+SSE transport's conversations, known by the URL their POSTs go to (path
 /// and query), which their GET stream names in its `endpoint` event.
@@ -147,6 +154,10 @@ impl McpHttp {
         for id in &ids {
             exchanges.owner.insert(id.clone(), exchange);
         }
+        if exchanges.owner.len() >= exchanges.prune_at.max(PRUNE_OWNERS_AT) {
+            exchanges.owner.retain(|id, _| self.guard.is_pending(id));
+            exchanges.prune_at = 2 * exchanges.owner.len();
+        }
         drop(exchanges);
         let posted = Posted { exchange, ids };
         let reply = trimmed(outcome.reply);
@@ -196,6 +207,21 @@ impl McpHttp {
             Forward::Replaced(bytes) => Some(Bytes::from(trimmed(bytes))),
             Forward::Drop => None,
         }
+    }
+
+    /// The text of an HTTP error the server answered with (not JSON-RPC): what the client
+    /// gets in its place when output inspection blocks it (None: it passes).
+    pub fn server_text(&self, text: &str) -> Option<String> {
+        let output = serde_json::Value::String(text.to_owned());
+        let reason = match self
+            .decider
+            .output(&self.server, None, "http_error", &output)
+        {
+            Ok(verdict) if !verdict.block => return None,
+            Ok(verdict) => verdict.reason,
+            Err(err) => format!("the server's error text withheld (fail closed): {err}"),
+        };
+        Some(format!("agentsh: blocked {reason}"))
     }
 
     /// An SSE stream from the server (a POST's answer, or a GET stream), inspected event by
@@ -613,6 +639,23 @@ sandbox:
             http.client_post(call(1)),
             ClientAction::Forward(..)
         ));
+    }
+
+    #[test]
+    fn answered_requests_do_not_pile_up() {
+        let (http, _) = http(POLICY);
+        for id in 0..10 * PRUNE_OWNERS_AT {
+            let body = Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{}}}}}}"#
+            ));
+            assert!(matches!(http.client_post(body), ClientAction::Forward(..)));
+            let answer = Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[]}}}}"#
+            ));
+            assert!(http.server_json(answer).is_some());
+            // A session's exchange that is never ended (its stream is resumable).
+        }
+        assert!(lock(&http.exchanges).owner.len() <= PRUNE_OWNERS_AT);
     }
 
     #[test]

@@ -118,6 +118,23 @@ impl Origin {
         self
     }
 
+    /// Whether a request's own `Host` goes to the origin: on the transparent path, unless over
+    /// TLS it names another host than the one the connection was opened and verified for (a
+    /// declared server's name and pin must not front for another site behind the same
+    /// address).
+    fn keeps(&self, host: Option<&http::HeaderValue>) -> bool {
+        let Some(host) = host.and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        if !self.keep_host {
+            return false;
+        }
+        match &self.tls {
+            None => true,
+            Some((_, name)) => host_part(host).eq_ignore_ascii_case(&name.to_string()),
+        }
+    }
+
     /// Only a certificate carrying the key with this SHA-256 (SPKI, lowercase hex) will do,
     /// besides verifying (a declared server's `tls_fingerprint`).
     pub fn pinned(mut self, spki_sha256: Option<String>) -> Self {
@@ -162,7 +179,7 @@ impl Origin {
         let sent = match &mut current {
             Sender::Http1(sender) => {
                 head.uri = Uri::try_from(path).map_err(|e| bad(e.into()))?;
-                if !(self.keep_host && head.headers.contains_key(http::header::HOST)) {
+                if !self.keeps(head.headers.get(http::header::HOST)) {
                     head.headers.insert(
                         http::header::HOST,
                         http::HeaderValue::from_str(&self.authority).map_err(|e| bad(e.into()))?,
@@ -348,6 +365,14 @@ fn leaf_fingerprints(
     })
 }
 
+/// The host of a `Host` header value: without its port, an IPv6 address without brackets.
+fn host_part(value: &str) -> &str {
+    if let Some(rest) = value.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    value.rsplit_once(':').map_or(value, |(host, _)| host)
+}
+
 /// `host` or `host:port` when the port is not the scheme's own; IPv6 in brackets.
 fn authority_of(host: &str, port: u16, default_port: u16) -> String {
     let host = if host.contains(':') {
@@ -393,6 +418,14 @@ mod tests {
         assert!(!leaf.pinned_by(&"0".repeat(64)));
         assert_eq!(leaf_fingerprints(Some(&[])), None);
         assert_eq!(leaf_fingerprints(None), None);
+    }
+
+    #[test]
+    fn host_headers_lose_their_port() {
+        assert_eq!(host_part("mcp.example.com:8443"), "mcp.example.com");
+        assert_eq!(host_part("mcp.example.com"), "mcp.example.com");
+        assert_eq!(host_part("[::1]:8080"), "::1");
+        assert_eq!(host_part("127.0.0.1:80"), "127.0.0.1");
     }
 
     #[test]

@@ -141,9 +141,10 @@ pub fn unlisted_verdict(policy: &McpPolicy, server: &str, tool: &str) -> Option<
 /// Whether `server` may be used at all (denied_servers, server_policy, fail_closed): `Some`
 /// block verdict when not. The transparent proxy asks it before a network server's connection.
 ///
-/// A denial wins, except under `server_policy: allowlist` over a denial less precise than the
-/// allowance (`allowed_servers: [filesystem]` beside `denied_servers: ["*"]`, the design
-/// documents' "deny everything not explicitly allowed"): the most precise entry decides.
+/// A denial wins, with one exception: under `server_policy: allowlist` a server the allow
+/// list names is not denied by `"*"` alone (the design documents' `denied_servers: ["*"]`,
+/// "deny everything not explicitly allowed", which the allowlist already means). Any other
+/// denial is a kill switch and holds.
 pub fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
     use Decision::Block;
     let names = NameForms::of(server);
@@ -151,14 +152,17 @@ pub fn server_policy(policy: &McpPolicy, server: &str) -> Option<Verdict> {
         .denied_servers
         .iter()
         .filter(|g| names.any(|n| g.matches(n)))
-        .max_by_key(|g| g.specificity());
+        // The catch-all only when nothing else denies.
+        .max_by_key(|g| !g.is_any());
     if let Some(denial) = denial {
-        let allowed_more_precisely = policy.server_policy == ListPolicy::Allowlist
+        let only_the_catch_all = denial.is_any();
+        let allowed_by_name = policy.server_policy == ListPolicy::Allowlist
+            && only_the_catch_all
             && policy
                 .allowed_servers
                 .iter()
-                .any(|g| g.matches(server) && g.specificity() > denial.specificity());
-        if !allowed_more_precisely {
+                .any(|g| !g.is_any() && g.matches(server));
+        if !allowed_by_name {
             return Some(Verdict::new(
                 Block,
                 "denied_servers",
@@ -374,23 +378,66 @@ fn arguments_match<'f>(
     arguments: &Map<String, Value>,
     any_string: &impl Fn() -> &'f [Form<'f>],
 ) -> bool {
+    // A block rule fires if any value it selects matches; an allow or audit rule vouches for
+    // a call only if every value it selects matches (and there is one): a second argument, a
+    // second array element or a key spelt in another case (which some servers read instead)
+    // must not ride along on one value that matches.
     let block = decision == Decision::Block;
     patterns.iter().all(|arg| match &arg.selector {
-        ArgSelector::AnyString => any_string()
+        ArgSelector::AnyString if block => any_string()
             .iter()
-            .any(|form| form.matched_by(&arg.pattern, block)),
-        ArgSelector::Path(keys) => {
+            .any(|form| form.matched_by(&arg.pattern, true)),
+        ArgSelector::AnyString => {
+            let forms = any_string();
+            !forms.is_empty()
+                && forms
+                    .iter()
+                    .all(|form| form.matched_by(&arg.pattern, false))
+        }
+        ArgSelector::Path(keys) if block => {
             let mut scalars = Vec::new();
-            for value in lookup(arguments, keys, block) {
+            for value in lookup(arguments, keys, true) {
                 // Block rules also look inside an object where a value was expected.
-                collect_scalars(value, block, &mut scalars);
+                collect_scalars(value, true, &mut scalars);
             }
             scalars.iter().any(|s| {
                 let forms = normalize::forms(s);
-                Form::new(s, &forms).matched_by(&arg.pattern, block)
+                Form::new(s, &forms).matched_by(&arg.pattern, true)
             })
         }
+        ArgSelector::Path(keys) => {
+            let mut values = Vec::new();
+            for value in lookup(arguments, keys, true) {
+                collect_values(value, &mut values);
+            }
+            !values.is_empty()
+                && values.iter().all(|spellings| {
+                    spellings.iter().any(|s| {
+                        let forms = normalize::forms(s);
+                        Form::new(s, &forms).matched_by(&arg.pattern, false)
+                    })
+                })
+        }
     })
+}
+
+/// Each value under a selected argument, with the spellings it has (a number's JSON text and
+/// its integer form): the scalars of an array one by one, every string inside an object.
+fn collect_values<'a>(value: &'a Value, out: &mut Vec<Vec<std::borrow::Cow<'a, str>>>) {
+    match value {
+        Value::Array(items) => items.iter().for_each(|v| collect_values(v, out)),
+        Value::Object(map) => {
+            let mut strings = Vec::new();
+            map.values().for_each(|v| collect_strings(v, &mut strings));
+            out.extend(strings.into_iter().map(|s| vec![s.into()]));
+        }
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => {
+            let mut spellings = Vec::new();
+            collect_scalars(value, false, &mut spellings);
+            out.push(spellings);
+        }
+        Value::Null => {}
+    }
 }
 
 /// The values at `keys`. With `loose`, keys also match case-insensitively: some servers (Go's

@@ -151,22 +151,23 @@ sandbox:
 }
 
 #[test]
-fn the_most_precise_server_entry_decides_under_an_allowlist() {
+fn under_an_allowlist_only_the_catch_all_denial_yields_to_a_named_server() {
     // The design documents' "deny everything not explicitly allowed".
     let p = policy(
         r#"
 sandbox:
   mcp:
     server_policy: allowlist
-    allowed_servers: [filesystem, "internal-*"]
-    denied_servers: ["*", internal-legacy]
+    allowed_servers: [filesystem, "internal-*", payments-test]
+    denied_servers: ["*", internal-legacy, "*-test"]
 "#,
     );
     let args = json!({});
     let verdict = |server| decide_call(p.mcp(), &call(server, "t", &args, ToolStatus::Unlisted));
     assert!(!verdict("filesystem").blocks());
     assert!(!verdict("internal-wiki").blocks());
-    for server in ["internal-legacy", "weather", "filesystem2"] {
+    // Any denial but the catch-all is a kill switch, however precisely the server is allowed.
+    for server in ["internal-legacy", "weather", "filesystem2", "payments-test"] {
         let v = verdict(server);
         assert!(v.blocks(), "{server}");
         assert_eq!(v.rule, "denied_servers", "{server}");
@@ -445,4 +446,68 @@ fn every_place_a_policy_names_servers_is_a_reference_with_its_line() {
             ),
         ]
     );
+}
+
+#[test]
+fn an_allow_rule_vouches_only_for_calls_whose_every_selected_value_matches() {
+    let p = policy(
+        r#"
+sandbox:
+  mcp:
+    default_decision: block
+    rules:
+      - {id: files, match: {tool_name: read_text_file, argument_patterns: {path: "/home/u/project/**"}}, decision: allow}
+      - {id: many, match: {tool_name: read_multiple_files, argument_patterns: {paths: "/home/u/project/**"}}, decision: allow}
+      - {id: any, match: {tool_name: grep, argument_patterns: {"*": "/home/u/project/**"}}, decision: allow}
+"#,
+    );
+    let decide = |tool: &str, args: Value| {
+        let v = decide_call(p.mcp(), &call("fs", tool, &args, ToolStatus::Unlisted));
+        (v.decision, v.rule)
+    };
+    let allowed = |rule: &str| (Decision::Allow, format!("rules/{rule}"));
+    let blocked = (Decision::Block, "default".to_owned());
+    assert_eq!(
+        decide("read_text_file", json!({"path": "/home/u/project/a"})),
+        allowed("files")
+    );
+    // A key in another case, which a Go server reads instead of `path`.
+    assert_eq!(
+        decide(
+            "read_text_file",
+            json!({"path": "/home/u/project/a", "PATH": "/etc/shadow"})
+        ),
+        blocked
+    );
+    assert_eq!(
+        decide(
+            "read_multiple_files",
+            json!({"paths": ["/home/u/project/a", "/home/u/project/b"]})
+        ),
+        allowed("many")
+    );
+    assert_eq!(
+        decide(
+            "read_multiple_files",
+            json!({"paths": ["/home/u/project/a", "/etc/shadow"]})
+        ),
+        blocked
+    );
+    assert_eq!(decide("read_multiple_files", json!({"paths": []})), blocked);
+    assert_eq!(
+        decide(
+            "grep",
+            json!({"path": "/home/u/project/src", "x": "/home/u/project/a"})
+        ),
+        allowed("any")
+    );
+    // Another argument the server ignores, or acts on: it must match too.
+    assert_eq!(
+        decide(
+            "grep",
+            json!({"path": "/etc/shadow", "x": "/home/u/project/a"})
+        ),
+        blocked
+    );
+    assert_eq!(decide("grep", json!({})), blocked);
 }

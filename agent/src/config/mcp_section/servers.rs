@@ -53,6 +53,21 @@ pub(super) fn server(r: &mut Report, node: &Node, path: &str) -> Option<ServerCo
         span: node.loc,
     };
     check_transport_keys(r, &f, &server);
+    if !server.env_deny.is_empty() && server.env_allow.is_empty() {
+        // Without lists a server gets no credentials; a deny list alone takes charge of the
+        // environment (the design documents' "strip these, pass all others").
+        r.warn(
+            f.key_loc("env_deny"),
+            format!(
+                "`{}` without `env_allow` passes every other variable to server `{}`, \
+                 credentials included (GITHUB_TOKEN, *_API_KEY ...); without either list \
+                 agentsh strips them. Name what the server needs in `env_allow` to keep the rest \
+                 out",
+                f.path_of("env_deny"),
+                server.id
+            ),
+        );
+    }
     id.map(|_| server)
 }
 
