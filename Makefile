@@ -52,6 +52,7 @@ packages: build
 # Detection and false-positive rates of the detector on ../shared/corpus.
 detector-score: setup
 	$(CARGO) run --release -p agentsh --example detector_score
+	$(CARGO) run --release -p agentsh --example corpus_score
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,256 @@
+//! Scores `agentsh::inspect` on the public evaluation sets in `tests/corpus`: tool definitions
+//! through `scan_tool`, tool results through `scan_output`, each flagged when a finding reaches
+//! the threshold. Detection (attacks flagged) and false positives (benign flagged) per source,
+//! kind and split (`tune`, `evaluate`, `holdout`), then the totals the detector's goals are
+//! stated on: the `evaluate` half and the held-out sources.
+//!
+//! ```text
+//! cargo run --release -p agentsh --example corpus_score -- [CORPUS_DIR] [--threshold high]
+//!     [--by KEY] [--misses SOURCE] [--false-positives SOURCE]
+//! ```
+//!
+//! `--by attack` (or `probe`, `attack_category`, `injection_type`, `lang`, `server`) also
+//! breaks each source down by that `meta` field. `--misses` and `--false-positives` list a
+//! source's items (`all` for every source) with their top finding.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use agentsh::inspect::{Detector, DetectorOptions, Finding, Severity, max_severity};
+use serde_json::{Value, json};
+
+struct Args {
+    corpus: PathBuf,
+    threshold: Severity,
+    by: Option<String>,
+    misses: Option<String>,
+    false_positives: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        corpus: Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus"),
+        threshold: Severity::High,
+        by: None,
+        misses: None,
+        false_positives: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--threshold" => {
+                args.threshold = value("--threshold")?.parse().map_err(|e| format!("{e}"))?
+            }
+            "--by" => args.by = Some(value("--by")?),
+            "--misses" => args.misses = Some(value("--misses")?),
+            "--false-positives" => args.false_positives = Some(value("--false-positives")?),
+            "-h" | "--help" => {
+                return Err("usage: corpus_score [CORPUS_DIR] [--threshold low|medium|high|critical] [--by META_KEY] [--misses SOURCE|all] [--false-positives SOURCE|all]".into());
+            }
+            other if !other.starts_with('-') => args.corpus = PathBuf::from(other),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(args)
+}
+
+/// One scored record.
+struct Scored {
+    source: String,
+    kind: String,
+    attack: bool,
+    split: String,
+    flagged: bool,
+    id: String,
+    top: Option<Finding>,
+    meta: Value,
+}
+
+/// Attacks flagged of attacks, benign flagged of benign.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    attacks: usize,
+    detected: usize,
+    benign: usize,
+    false_positives: usize,
+}
+
+impl Tally {
+    fn add(&mut self, s: &Scored) {
+        if s.attack {
+            self.attacks += 1;
+            self.detected += usize::from(s.flagged);
+        } else {
+            self.benign += 1;
+            self.false_positives += usize::from(s.flagged);
+        }
+    }
+
+    fn cells(&self) -> String {
+        let rate = |n: usize, d: usize| {
+            if d == 0 {
+                "      –".to_owned()
+            } else {
+                format!("{:6.1}%", 100.0 * n as f64 / d as f64)
+            }
+        };
+        format!(
+            "detection {} ({:>4}/{:<4})  FP {} ({:>3}/{:<4})",
+            rate(self.detected, self.attacks),
+            self.detected,
+            self.attacks,
+            rate(self.false_positives, self.benign),
+            self.false_positives,
+            self.benign
+        )
+    }
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "jsonl")
+            // Threats in code, not in words: not a description scanner's to find or clear.
+            && !path.to_string_lossy().ends_with(".code-only.jsonl")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let detector = Detector::new(DetectorOptions::default()).expect("built-in rules compile");
+    let mut paths = Vec::new();
+    if let Err(e) = files(&args.corpus, &mut paths) {
+        eprintln!("{}: {e}", args.corpus.display());
+        return ExitCode::from(2);
+    }
+    paths.sort();
+    let mut scored = Vec::new();
+    let started = Instant::now();
+    for path in &paths {
+        let text = std::fs::read_to_string(path).expect("readable corpus file");
+        for (n, line) in text.lines().enumerate() {
+            let record: Value = match serde_json::from_str(line) {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("{}:{}: {e}", path.display(), n + 1);
+                    return ExitCode::from(2);
+                }
+            };
+            let field = |k: &str| record[k].as_str().unwrap_or_default().to_owned();
+            let kind = field("kind");
+            let findings = match kind.as_str() {
+                "definition" => detector.scan_tool(&record["tool"]),
+                "result" => detector
+                    .scan_output(&json!({"content": [{"type": "text", "text": record["text"]}]})),
+                other => {
+                    eprintln!("{}:{}: unknown kind `{other}`", path.display(), n + 1);
+                    return ExitCode::from(2);
+                }
+            };
+            let flagged = max_severity(&findings).is_some_and(|s| s >= args.threshold);
+            let top = findings.iter().max_by_key(|f| f.severity).cloned();
+            scored.push(Scored {
+                source: field("source"),
+                kind,
+                attack: field("label") == "attack",
+                split: field("split"),
+                flagged,
+                id: field("id"),
+                top,
+                meta: record["meta"].clone(),
+            });
+        }
+    }
+    let elapsed = started.elapsed();
+
+    println!(
+        "tests/corpus at threshold {}: {} items in {:.2}s",
+        args.threshold.as_str(),
+        scored.len(),
+        elapsed.as_secs_f64()
+    );
+    let mut by_source: BTreeMap<(String, String, String), Tally> = BTreeMap::new();
+    let mut by_meta: BTreeMap<(String, String, String), Tally> = BTreeMap::new();
+    let mut totals: BTreeMap<(String, String), Tally> = BTreeMap::new();
+    for s in &scored {
+        by_source
+            .entry((s.kind.clone(), s.source.clone(), s.split.clone()))
+            .or_default()
+            .add(s);
+        totals
+            .entry((s.kind.clone(), s.split.clone()))
+            .or_default()
+            .add(s);
+        if let Some(key) = &args.by
+            && let Some(value) = s.meta.get(key)
+        {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            by_meta
+                .entry((s.kind.clone(), s.source.clone(), value))
+                .or_default()
+                .add(s);
+        }
+    }
+    let mut kind_shown = String::new();
+    for ((kind, source, split), tally) in &by_source {
+        if *kind != kind_shown {
+            println!("\n{kind}s, per source and split:");
+            kind_shown.clone_from(kind);
+        }
+        println!("  {source:<22} {split:<9} {}", tally.cells());
+    }
+    if let Some(key) = &args.by {
+        println!("\nby meta.{key}:");
+        for ((kind, source, value), tally) in &by_meta {
+            println!("  {kind:<10} {source:<18} {value:<32} {}", tally.cells());
+        }
+    }
+    println!("\ntotals (the goals are stated on `evaluate` and `holdout`):");
+    for ((kind, split), tally) in &totals {
+        println!("  {kind:<10} {split:<9} {}", tally.cells());
+    }
+
+    let wanted = |filter: &Option<String>, s: &Scored| {
+        filter
+            .as_deref()
+            .is_some_and(|f| f == "all" || f == s.source)
+    };
+    for s in &scored {
+        let miss = s.attack && !s.flagged && wanted(&args.misses, s);
+        let false_positive = !s.attack && s.flagged && wanted(&args.false_positives, s);
+        if miss || false_positive {
+            let top = s.top.as_ref().map_or_else(
+                || "no finding".to_owned(),
+                |f| {
+                    format!(
+                        "{} {} {}: {:?}",
+                        f.severity.as_str(),
+                        f.rule,
+                        f.field,
+                        f.matched
+                    )
+                },
+            );
+            let what = if miss { "MISS" } else { "FP  " };
+            println!("{what} {} [{}]: {top}", s.id, s.split);
+        }
+    }
+    ExitCode::SUCCESS
+}
