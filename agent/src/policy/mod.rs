@@ -287,7 +287,10 @@ fn argument_rules(
         } else {
             rule.matches_tool(server, packages, tool)
         };
-        if tool_hit && rule_arguments_match(rule, arguments, &any_string) {
+        // A rule that lets through more than the default vouches for a call only if every
+        // value it selects matches; one that restricts fires on any.
+        let vouches = rule.decision < policy.default_decision;
+        if tool_hit && rule_arguments_match(rule, vouches, arguments, &any_string) {
             best = Some(rule);
         }
     }
@@ -366,43 +369,53 @@ impl<'a> Form<'a> {
 
 fn rule_arguments_match<'f>(
     rule: &Rule,
+    vouches: bool,
     arguments: &Map<String, Value>,
     any_string: &impl Fn() -> &'f [Form<'f>],
 ) -> bool {
-    arguments_match(&rule.arguments, rule.decision, arguments, any_string)
+    arguments_match(
+        &rule.arguments,
+        rule.decision,
+        vouches,
+        arguments,
+        any_string,
+    )
 }
 
+/// Whether a rule's argument patterns match. A rule that restricts fires if any value it
+/// selects matches; one that `vouches` (lets through more than the default would) only if every
+/// value it selects matches, and there is one: a second argument, a second array element or a
+/// key spelt in another case (which some servers read instead) must not ride along on one
+/// value that matches. Block rules also try every spelling of a value; the others only its
+/// canonical form.
 fn arguments_match<'f>(
     patterns: &[crate::config::ArgumentMatch],
     decision: Decision,
+    vouches: bool,
     arguments: &Map<String, Value>,
     any_string: &impl Fn() -> &'f [Form<'f>],
 ) -> bool {
-    // A block rule fires if any value it selects matches; an allow or audit rule vouches for
-    // a call only if every value it selects matches (and there is one): a second argument, a
-    // second array element or a key spelt in another case (which some servers read instead)
-    // must not ride along on one value that matches.
     let block = decision == Decision::Block;
     patterns.iter().all(|arg| match &arg.selector {
-        ArgSelector::AnyString if block => any_string()
+        ArgSelector::AnyString if !vouches => any_string()
             .iter()
-            .any(|form| form.matched_by(&arg.pattern, true)),
+            .any(|form| form.matched_by(&arg.pattern, block)),
         ArgSelector::AnyString => {
             let forms = any_string();
             !forms.is_empty()
                 && forms
                     .iter()
-                    .all(|form| form.matched_by(&arg.pattern, false))
+                    .all(|form| form.matched_by(&arg.pattern, block))
         }
-        ArgSelector::Path(keys) if block => {
+        ArgSelector::Path(keys) if !vouches => {
             let mut scalars = Vec::new();
             for value in lookup(arguments, keys, true) {
-                // Block rules also look inside an object where a value was expected.
+                // Also inside an object where a value was expected.
                 collect_scalars(value, true, &mut scalars);
             }
             scalars.iter().any(|s| {
                 let forms = normalize::forms(s);
-                Form::new(s, &forms).matched_by(&arg.pattern, true)
+                Form::new(s, &forms).matched_by(&arg.pattern, block)
             })
         }
         ArgSelector::Path(keys) => {
@@ -414,7 +427,7 @@ fn arguments_match<'f>(
                 && values.iter().all(|spellings| {
                     spellings.iter().any(|s| {
                         let forms = normalize::forms(s);
-                        Form::new(s, &forms).matched_by(&arg.pattern, false)
+                        Form::new(s, &forms).matched_by(&arg.pattern, block)
                     })
                 })
         }
@@ -552,7 +565,8 @@ fn decide_host_enforced(policy: &McpPolicy, call: &HostCallRequest) -> Verdict {
             continue;
         }
         if rule.matches_tool(call.tool, call.category)
-            && arguments_match(&rule.arguments, rule.decision, call.view, &any_string)
+            // A host tool no rule matches is allowed: no rule lets through more than that.
+            && arguments_match(&rule.arguments, rule.decision, false, call.view, &any_string)
         {
             best = Some(rule);
         }
