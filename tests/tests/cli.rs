@@ -272,3 +272,23 @@ fn agentshd_starts_reloads_and_stops() {
         out.stderr
     );
 }
+
+#[test]
+fn a_listing_piped_into_a_reader_that_stops_early_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.jsonl");
+    let line = json!({"name": "echo", "description": "Echo the message back.", "inputSchema": {"type": "object"}});
+    std::fs::write(&tools, format!("{line}\n").repeat(20_000)).unwrap();
+    let script = format!(
+        "{} mcp inspect {} --json | head -c 1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
+        bin("agentshctl").display(),
+        tools.display()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let out = run_bounded(cmd, b"", Duration::from_secs(60));
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    // Ended by SIGPIPE (128 + 13), as `cat` would be, or done before the reader left.
+    let status = out.stdout.trim();
+    assert!(status == "141" || status == "0", "{status}: {}", out.stderr);
+}

@@ -88,6 +88,18 @@ enum McpCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if prints_a_listing(&cli.command) {
+        // `agentshctl mcp events | head`: a reader that stops early ends the listing, as for
+        // any Unix tool, instead of a panic on the broken pipe. Only for commands that do
+        // nothing but print (`run` writes to sockets and must see EPIPE as an error).
+        // SAFETY: no other thread runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     let socket = agentsh::api::socket_path(cli.socket.as_deref());
     let result = match cli.command {
         Command::Run(args) => run::run(&args, &socket),
@@ -135,4 +147,20 @@ fn policy_check(file: &std::path::Path) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// Commands whose whole work is printing what they read.
+fn prints_a_listing(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Session(_)
+            | Command::Mcp(
+                McpCommand::Tools(_)
+                    | McpCommand::Servers(_)
+                    | McpCommand::Calls(_)
+                    | McpCommand::Events(_)
+                    | McpCommand::Detections(_)
+                    | McpCommand::Inspect(_)
+            )
+    )
 }
