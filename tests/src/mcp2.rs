@@ -33,6 +33,42 @@ pub fn server(args: &[&str]) -> Vec<String> {
     cmd
 }
 
+/// A server process, stopped when the test ends however it ends.
+pub struct Stopped(pub std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The dual-era server over Streamable HTTP on `ip` (with `args`, `--poisoned` say): its
+/// process and URL, once it accepts.
+pub fn http_server(ip: &str, args: &[&str]) -> (Stopped, String) {
+    let port = std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("{ip}:{port}");
+    let mut all = args.to_vec();
+    all.extend(["--http", &listen]);
+    let line = server(&all);
+    let mut cmd = Command::new(&line[0]);
+    cmd.args(&line[1..]);
+    let (child, addr) = crate::spawn_listening(cmd, "the MCP SDK 2.x HTTP server");
+    // It says so just before it binds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} never accepted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Stopped(child), format!("http://{addr}/mcp"))
+}
+
 /// The client's command line in `era` against `command`, with `flags` (`--no-list`), calling
 /// `calls` (`TOOL` or `TOOL:JSON`).
 pub fn client_command(

@@ -295,38 +295,6 @@ fn a_withheld_tool_is_refused_to_a_client_that_never_listed() {
     }
 }
 
-/// A server process, stopped when the test ends however it ends.
-struct Stopped(std::process::Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The dual-era server over Streamable HTTP on `ip`: its process and URL, once it accepts.
-fn http_server(ip: &str) -> (Stopped, String) {
-    let port = std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let line = mcp2::server(&["--http", &format!("{ip}:{port}")]);
-    let mut cmd = std::process::Command::new(&line[0]);
-    cmd.args(&line[1..]);
-    let (child, addr) = agentsh_tests::spawn_listening(cmd, "the MCP SDK 2.x HTTP server");
-    // It says so just before it binds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{addr} never accepted"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    (Stopped(child), format!("http://{addr}/mcp"))
-}
-
 /// Streamable HTTP on the 2026-07-28 wire through the transparent path: the same refusals as
 /// on stdio (stateless requests, input requests judged), and a request whose Mcp-Name header
 /// names another tool than its body is refused before the server sees it.
@@ -336,7 +304,7 @@ fn streamable_http_2026_through_the_transparent_path() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (server, url) = http_server("127.0.0.16");
+    let (server, url) = mcp2::http_server("127.0.0.16", &[]);
     let daemon = Daemon::start_with(
         dir.path(),
         &format!(
@@ -554,7 +522,7 @@ fn a_listen_stream_over_streamable_http_is_inspected_through_the_transparent_pat
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (server, url) = http_server("127.0.0.23");
+    let (server, url) = mcp2::http_server("127.0.0.23", &[]);
     let daemon = Daemon::start_with(
         dir.path(),
         &format!("{BLOCK_OUTPUT}    servers:\n      - {{id: notes, type: http, url: \"{url}\"}}\n"),
@@ -618,7 +586,7 @@ fn a_listen_stream_over_streamable_http_is_inspected_through_the_transparent_pat
 
 /// A raw JSON-RPC line exchange with a stdio command, each answer waited for with a bound.
 struct Wire {
-    process: Stopped,
+    process: mcp2::Stopped,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -644,7 +612,7 @@ impl Wire {
             }
         });
         Self {
-            process: Stopped(child),
+            process: mcp2::Stopped(child),
             stdin,
             lines,
         }

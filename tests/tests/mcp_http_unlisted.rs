@@ -8,36 +8,6 @@
 use agentsh_tests::daemon::Daemon;
 use agentsh_tests::mcp2;
 
-/// The MCP Python SDK's HTTP server with a poisoned `multiply`, on 127.0.0.21.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn poisoned_server(ip: &str) -> (Server, String) {
-    let port = std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let line = mcp2::server(&["--poisoned", "--http", &format!("{ip}:{port}")]);
-    let mut cmd = std::process::Command::new(&line[0]);
-    cmd.args(&line[1..]);
-    let (child, addr) = agentsh_tests::spawn_listening(cmd, "the MCP SDK 2.x HTTP server");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{addr} never accepted"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    (Server(child), format!("http://{addr}/mcp"))
-}
-
 #[test]
 fn a_withheld_network_tool_is_refused_in_both_eras_listed_or_not() {
     if !agentsh_tests::kernel::can_load_hooks("mcp_http_unlisted") {
@@ -45,7 +15,8 @@ fn a_withheld_network_tool_is_refused_in_both_eras_listed_or_not() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ip = "127.0.0.21";
-    let (server, url) = poisoned_server(ip);
+    // The MCP Python SDK's HTTP server with a poisoned `multiply`.
+    let (server, url) = mcp2::http_server(ip, &["--poisoned"]);
     let daemon = Daemon::start_with(
         dir.path(),
         &format!(
