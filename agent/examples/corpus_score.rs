@@ -6,19 +6,26 @@
 //!
 //! ```text
 //! cargo run --release -p agentsh --example corpus_score -- [CORPUS_DIR] [--threshold high]
-//!     [--by KEY] [--misses SOURCE] [--false-positives SOURCE]
+//!     [--by KEY] [--misses SOURCE] [--false-positives SOURCE] [--split SPLIT]
 //! ```
 //!
 //! `--by attack` (or `probe`, `attack_category`, `injection_type`, `lang`, `server`) also
 //! breaks each source down by that `meta` field. `--misses` and `--false-positives` list a
-//! source's items (`all` for every source) with their top finding.
+//! source's items (`all` for every source) with their top finding, `--split` only those of one
+//! split (list `tune` while tuning; `evaluate` and `holdout` are for counting).
+//!
+//! Each item is judged in the session of its server: the definitions in the corpus that share
+//! its server (an AgentDojo suite, an npm package, a LiveMCPBench server), so a description or
+//! result that names another tool of its own server is read as such.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use agentsh::inspect::{Detector, DetectorOptions, Finding, Severity, max_severity};
+use agentsh::inspect::{
+    Detector, DetectorOptions, Finding, Scope, SessionTools, Severity, max_severity,
+};
 use serde_json::{Value, json};
 
 struct Args {
@@ -27,6 +34,7 @@ struct Args {
     by: Option<String>,
     misses: Option<String>,
     false_positives: Option<String>,
+    split: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
         by: None,
         misses: None,
         false_positives: None,
+        split: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -47,8 +56,9 @@ fn parse_args() -> Result<Args, String> {
             "--by" => args.by = Some(value("--by")?),
             "--misses" => args.misses = Some(value("--misses")?),
             "--false-positives" => args.false_positives = Some(value("--false-positives")?),
+            "--split" => args.split = Some(value("--split")?),
             "-h" | "--help" => {
-                return Err("usage: corpus_score [CORPUS_DIR] [--threshold low|medium|high|critical] [--by META_KEY] [--misses SOURCE|all] [--false-positives SOURCE|all]".into());
+                return Err("usage: corpus_score [CORPUS_DIR] [--threshold low|medium|high|critical] [--by META_KEY] [--misses SOURCE|all] [--false-positives SOURCE|all] [--split tune|evaluate|holdout]".into());
             }
             other if !other.starts_with('-') => args.corpus = PathBuf::from(other),
             other => return Err(format!("unknown argument `{other}`")),
@@ -115,8 +125,11 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         if path.is_dir() {
             files(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "jsonl")
-            // Threats in code, not in words: not a description scanner's to find or clear.
-            && !path.to_string_lossy().ends_with(".code-only.jsonl")
+            // Threats in code, a name or a schema, not in words: not a description scanner's
+            // to find or clear.
+            && ![".code-only.jsonl", ".not-scored.jsonl"]
+                .iter()
+                .any(|side| path.to_string_lossy().ends_with(side))
         {
             out.push(path);
         }
@@ -139,42 +152,66 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     paths.sort();
-    let mut scored = Vec::new();
-    let started = Instant::now();
+    let mut records = Vec::new();
     for path in &paths {
         let text = std::fs::read_to_string(path).expect("readable corpus file");
         for (n, line) in text.lines().enumerate() {
-            let record: Value = match serde_json::from_str(line) {
-                Ok(v) => v,
+            match serde_json::from_str::<Value>(line) {
+                Ok(v) => records.push(v),
                 Err(e) => {
                     eprintln!("{}:{}: {e}", path.display(), n + 1);
                     return ExitCode::from(2);
                 }
-            };
-            let field = |k: &str| record[k].as_str().unwrap_or_default().to_owned();
-            let kind = field("kind");
-            let findings = match kind.as_str() {
-                "definition" => detector.scan_tool(&record["tool"]),
-                "result" => detector
-                    .scan_output(&json!({"content": [{"type": "text", "text": record["text"]}]})),
-                other => {
-                    eprintln!("{}:{}: unknown kind `{other}`", path.display(), n + 1);
-                    return ExitCode::from(2);
-                }
-            };
-            let flagged = max_severity(&findings).is_some_and(|s| s >= args.threshold);
-            let top = findings.iter().max_by_key(|f| f.severity).cloned();
-            scored.push(Scored {
-                source: field("source"),
-                kind,
-                attack: field("label") == "attack",
-                split: field("split"),
-                flagged,
-                id: field("id"),
-                top,
-                meta: record["meta"].clone(),
-            });
+            }
         }
+    }
+    let mut sessions: BTreeMap<String, SessionTools> = BTreeMap::new();
+    for r in records.iter().filter(|r| r["kind"] == "definition") {
+        if let Some(name) = r["tool"]["name"].as_str() {
+            let server = server_of(r);
+            sessions
+                .entry(server.clone())
+                .or_default()
+                .add(&server, name);
+        }
+    }
+    let empty = SessionTools::new();
+    let mut scored = Vec::new();
+    let started = Instant::now();
+    for record in &records {
+        let field = |k: &str| record[k].as_str().unwrap_or_default().to_owned();
+        let kind = field("kind");
+        let server = server_of(record);
+        let scope = Scope {
+            session: sessions.get(&server).unwrap_or(&empty),
+            server: &server,
+            tool: record["meta"]["tool"]
+                .as_str()
+                .or_else(|| record["tool"]["name"].as_str()),
+        };
+        let findings = match kind.as_str() {
+            "definition" => detector.scan_tool_in(&record["tool"], Some(&scope)),
+            "result" => detector.scan_output_in(
+                &json!({"content": [{"type": "text", "text": record["text"]}]}),
+                Some(&scope),
+            ),
+            other => {
+                eprintln!("{}: unknown kind `{other}`", field("id"));
+                return ExitCode::from(2);
+            }
+        };
+        let flagged = max_severity(&findings).is_some_and(|s| s >= args.threshold);
+        let top = findings.iter().max_by_key(|f| f.severity).cloned();
+        scored.push(Scored {
+            source: field("source"),
+            kind,
+            attack: field("label") == "attack",
+            split: field("split"),
+            flagged,
+            id: field("id"),
+            top,
+            meta: record["meta"].clone(),
+        });
     }
     let elapsed = started.elapsed();
 
@@ -231,6 +268,7 @@ fn main() -> ExitCode {
         filter
             .as_deref()
             .is_some_and(|f| f == "all" || f == s.source)
+            && args.split.as_ref().is_none_or(|split| *split == s.split)
     };
     for s in &scored {
         let miss = s.attack && !s.flagged && wanted(&args.misses, s);
@@ -239,12 +277,18 @@ fn main() -> ExitCode {
             let top = s.top.as_ref().map_or_else(
                 || "no finding".to_owned(),
                 |f| {
+                    let evidence: Vec<String> = f
+                        .evidence
+                        .iter()
+                        .map(|e| format!("{}={:?}", e.signal, e.text))
+                        .collect();
                     format!(
-                        "{} {} {}: {:?}",
+                        "{} {} {}: {:?} {}",
                         f.severity.as_str(),
                         f.rule,
                         f.field,
-                        f.matched
+                        f.matched,
+                        evidence.join(" ")
                     )
                 },
             );
@@ -253,4 +297,14 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The server an item belongs to: the unit whose tools form its session.
+fn server_of(r: &Value) -> String {
+    let meta = &r["meta"];
+    let server = ["suite", "package", "server_key", "server"]
+        .iter()
+        .find_map(|k| meta[*k].as_str())
+        .unwrap_or_default();
+    format!("{}:{server}", r["source"].as_str().unwrap_or_default())
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analyzer::Categories;
+use crate::inspect::SessionTools;
 use crate::mcp::ToolHash;
 use crate::policy::fold_name;
 
@@ -81,6 +82,9 @@ pub struct Server {
 #[derive(Debug, Default)]
 pub struct Registry {
     servers: HashMap<String, Server>,
+    /// Every tool name the session has seen, by server: what the detector reads a
+    /// description or a result against.
+    tools: SessionTools,
 }
 
 impl Registry {
@@ -107,10 +111,17 @@ impl Registry {
     }
 
     pub fn insert(&mut self, server: &str, tool: &str, entry: Entry) {
+        self.tools.add(server, tool);
         self.register_server(server)
             .0
             .tools
             .insert(tool.to_owned(), entry);
+    }
+
+    /// Every tool the session has listed, by server (a tool a server stopped listing stays:
+    /// a description naming it still names a tool of the session).
+    pub fn session_tools(&self) -> &SessionTools {
+        &self.tools
     }
 
     /// The server (other than `server`) that registered a tool of this name first, if any.

@@ -483,15 +483,41 @@ fn a_listen_stream_is_inspected_event_by_event_through_the_shim() {
         "the withheld update is not on the trail: {events:#?}"
     );
 
-    // The shipped policy alerts: the poisoned update, which the server did send, reaches the
-    // client between the two others, and the trail says why it was suspicious.
+    // The shipped policy alerts on output, but withholds instructions aimed at the model
+    // (`block_injection: critical`): the poisoned update is dropped there too.
     let shipped = repo_root().join("policies/default.yaml");
+    let audit = dir.path().join("shipped.jsonl");
+    let out = mcp2::client_steps(
+        "2026-07-28",
+        &LISTEN_FLAGS,
+        &listening(2),
+        &through_shim(&shipped, &audit),
+    );
+    assert_listened(
+        &out,
+        "stdio, shipped policy",
+        &["notes://today", "notes://today/later"],
+    );
+    assert!(
+        inspected_update(&audit_events(&audit), "block"),
+        "the withheld update is not on the trail"
+    );
+
+    // Alerting only (`block_injection: off`): the poisoned update, which the server did
+    // send, reaches the client between the two others, and the trail says why it was
+    // suspicious.
+    let alerting_dir = dir.path().join("alerting");
+    std::fs::create_dir_all(&alerting_dir).unwrap();
+    let alerting = policy_file(
+        &alerting_dir,
+        "sandbox:\n  mcp:\n    output_inspection: {block_injection: off}\n",
+    );
     let audit = dir.path().join("alert.jsonl");
     let out = mcp2::client_steps(
         "2026-07-28",
         &LISTEN_FLAGS,
         &listening(3),
-        &through_shim(&shipped, &audit),
+        &through_shim(&alerting, &audit),
     );
     let uris: Vec<String> = mcp2::notifications(&out)
         .into_iter()

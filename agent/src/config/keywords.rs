@@ -95,6 +95,30 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// From which severity on instructions injected into a tool result (findings about text
+    /// aimed at the model) are blocked whatever `on_detection` says; `off` leaves them to it.
+    InjectionBlock {
+        Off = "off",
+        Low = "low",
+        Medium = "medium",
+        High = "high",
+        Critical = "critical",
+    }
+}
+
+impl InjectionBlock {
+    pub fn threshold(self) -> Option<Severity> {
+        match self {
+            Self::Off => None,
+            Self::Low => Some(Severity::Low),
+            Self::Medium => Some(Severity::Medium),
+            Self::High => Some(Severity::High),
+            Self::Critical => Some(Severity::Critical),
+        }
+    }
+}
+
+keyword_enum! {
     /// What to do when a pinned tool definition (or server binary) changes.
     PinAction {
         Block = "block",

@@ -52,8 +52,9 @@ pub use diagnostic::{ConfigError, Diagnostic, Level, Location};
 pub use export::{OtlpCollector, OtlpConfig};
 pub use kernel::KernelConfig;
 pub use keywords::{
-    Action, Compression, Decision, DlpMode, Enforcement, Keyword, ListPolicy, OtherTraffic,
-    OtlpProtocol, PinAction, ProxyMode, RequestAction, Severity, Transport, UnknownKeyword,
+    Action, Compression, Decision, DlpMode, Enforcement, InjectionBlock, Keyword, ListPolicy,
+    OtherTraffic, OtlpProtocol, PinAction, ProxyMode, RequestAction, Severity, Transport,
+    UnknownKeyword,
 };
 pub use load::{MAX_POLICY_BYTES, check_file, load_file, load_str};
 pub use patterns::{

@@ -11,7 +11,7 @@ use crate::inspect::Category;
 use super::daemon::CustomServer;
 use super::diagnostic::{Diagnostic, Location};
 use super::keywords::{
-    Action, Decision, ListPolicy, PinAction, RequestAction, Severity, Transport,
+    Action, Decision, InjectionBlock, ListPolicy, PinAction, RequestAction, Severity, Transport,
 };
 use super::patterns::{ArgPattern, ArgSelector, NameGlob, ToolMatcher};
 
@@ -511,6 +511,9 @@ pub struct OutputInspection {
     pub enabled: bool,
     pub on_detection: Action,
     pub alert_threshold: Severity,
+    /// Instructions aimed at the model at or above this severity are blocked even under
+    /// `on_detection: alert`: a result that tells the model to act is not data.
+    pub block_injection: InjectionBlock,
 }
 
 impl Default for OutputInspection {
@@ -519,6 +522,7 @@ impl Default for OutputInspection {
             enabled: true,
             on_detection: Action::Alert,
             alert_threshold: Severity::High,
+            block_injection: InjectionBlock::Critical,
         }
     }
 }

@@ -105,7 +105,8 @@ fn assert_defaults(p: &McpPolicy) {
         OutputInspection {
             enabled: true,
             on_detection: Action::Alert,
-            alert_threshold: Severity::High
+            alert_threshold: Severity::High,
+            block_injection: InjectionBlock::Critical,
         }
     );
     assert_eq!(
@@ -211,6 +212,7 @@ fn bad_enum_values_list_the_accepted_ones() {
     server_policy: allow-list
     detection: {alert_threshold: severe}
     server_requests: {sampling: deny}
+    output_inspection: {block_injection: never}
 ";
     assert_eq!(
         errors(src),
@@ -219,6 +221,7 @@ fn bad_enum_values_list_the_accepted_ones() {
             "p.yaml:4:20: error: `sandbox.mcp.server_policy`: unknown value `allow-list` (expected one of: none, allowlist, denylist); did you mean `allowlist`?",
             "p.yaml:5:34: error: `sandbox.mcp.detection.alert_threshold`: unknown value `severe` (expected one of: low, medium, high, critical)",
             "p.yaml:6:33: error: `sandbox.mcp.server_requests.sampling`: unknown value `deny` (expected one of: allow, block)",
+            "p.yaml:7:42: error: `sandbox.mcp.output_inspection.block_injection`: unknown value `never` (expected one of: off, low, medium, high, critical)",
         ]
     );
 }
@@ -647,7 +650,7 @@ fn full_schema_example() {
           category: hidden_instructions
           severity: low
           description: "d"
-    output_inspection: {enabled: false, on_detection: block, alert_threshold: low}
+    output_inspection: {enabled: false, on_detection: block, alert_threshold: low, block_injection: high}
     server_requests: {sampling: allow, elicitation: allow, roots: block}
 "#;
     let p = ok(src);
@@ -741,6 +744,7 @@ fn full_schema_example() {
     assert_eq!(d.custom_patterns[1].description.as_deref(), Some("d"));
     assert_eq!(d.custom_patterns[1].category, "hidden_instructions");
     assert_eq!(m.output_inspection.alert_threshold, Severity::Low);
+    assert_eq!(m.output_inspection.block_injection, InjectionBlock::High);
     assert_eq!(m.server_requests.roots, RequestAction::Block);
 }
 

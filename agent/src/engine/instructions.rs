@@ -25,12 +25,14 @@ impl Engine {
             .server(server)
             .and_then(|s| s.instructions.clone());
         let (pinned, approval) = self.pin_and_approval(session, server, INSTRUCTIONS);
+        let session_tools = read(&session.registry).session_tools().clone();
         let listed = Listed {
             server,
             definition: &definition,
             previous: previous.as_ref(),
             pinned: pinned.as_ref(),
             approval: approval.as_ref(),
+            session_tools: &session_tools,
         };
         let Some(mut decision) = evaluate(policy, &rules.detector, listed) else {
             unreachable!("the definition has a name");

@@ -7,7 +7,7 @@ use super::{Engine, ListVerdict, Session, read, write};
 use crate::analyzer::{Categories, categorize};
 use crate::audit::{Action, Event, EventKind};
 use crate::config::{self, McpPolicy, PinAction};
-use crate::inspect::{self, Detector, Finding};
+use crate::inspect::{self, Detector, Finding, Scope, SessionTools};
 use crate::mcp::{ToolHash, definition_hash};
 use crate::registry::{Entry, Hold, ToolState};
 use crate::store::{Approval, ToolPin, now_secs};
@@ -21,6 +21,15 @@ impl Engine {
         let server_withheld = read(&session.registry)
             .server(server)
             .is_some_and(|s| s.withheld.is_some());
+        // The session as the detector sees it: every server's tools, this listing's included
+        // (a description naming a sibling names its own server's tool, not another's).
+        let mut session_tools = read(&session.registry).session_tools().clone();
+        for name in tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+        {
+            session_tools.add(server, name);
+        }
         let mut keep = Vec::with_capacity(tools.len());
         for definition in tools {
             if server_withheld {
@@ -43,6 +52,7 @@ impl Engine {
                     previous: previous.as_ref(),
                     pinned: pinned.as_ref(),
                     approval: approval.as_ref(),
+                    session_tools: &session_tools,
                 },
             ) else {
                 self.record(
@@ -164,6 +174,9 @@ pub struct Listed<'a> {
     pub pinned: Option<&'a ToolPin>,
     /// A person's approval despite a detection, if any (it counts for its hash only).
     pub approval: Option<&'a Approval>,
+    /// Every tool of the session by server: a description that directs the model to another
+    /// server's tool is read as such.
+    pub session_tools: &'a SessionTools,
 }
 
 pub struct ListingDecision {
@@ -309,8 +322,13 @@ fn check_detection(
     d: &mut ListingDecision,
 ) {
     let detection = &policy.detection;
+    let scope = Scope {
+        session: tool.session_tools,
+        server: tool.server,
+        tool: Some(&d.name),
+    };
     let findings: Vec<Finding> = detector
-        .scan_tool(tool.definition)
+        .scan_tool_in(tool.definition, Some(&scope))
         .into_iter()
         .filter(|f| f.severity >= detection.alert_threshold && detection.reports(&f.category))
         .collect();

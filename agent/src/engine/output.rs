@@ -53,25 +53,54 @@ impl Engine {
         if !inspection.enabled {
             return OutputVerdict::default();
         }
-        let findings: Vec<_> = rules
-            .detector
-            .scan_output(output)
+        let scanned = {
+            let registry = read(&session.registry);
+            let scope = inspect::Scope {
+                session: registry.session_tools(),
+                server,
+                tool,
+            };
+            rules.detector.scan_output_in(output, Some(&scope))
+        };
+        let block_at = inspection.block_injection.threshold();
+        let injected =
+            |f: &inspect::Finding| f.aims_at_model() && block_at.is_some_and(|at| f.severity >= at);
+        let findings: Vec<_> = scanned
             .into_iter()
-            .filter(|f| f.severity >= inspection.alert_threshold)
+            .filter(|f| f.severity >= inspection.alert_threshold || injected(f))
             .collect();
         let Some(first) = findings.first() else {
             return OutputVerdict::default();
         };
-        let block = inspection.on_detection == config::Action::Block;
+        let injection = findings.iter().find(|f| injected(f));
+        let block = inspection.on_detection == config::Action::Block || injection.is_some();
         let enforced = block && policy.enforce_policy;
         let subject = tool.map_or_else(|| method.to_owned(), |t| format!("tool '{t}'"));
+        // The audit quotes what was found; the model is only told where and what kind: a
+        // block that repeated the injected text would deliver it anyway.
+        let shown = injection.unwrap_or(first);
         let reason = format!(
             "result of {subject} flagged: {} ({}) in {}: \"{}\"",
-            first.category.as_str(),
-            first.severity.as_str(),
-            first.field,
-            first.matched
+            shown.category.as_str(),
+            shown.severity.as_str(),
+            shown.field,
+            shown.matched
         );
+        let told = match injection {
+            Some(f) => format!(
+                "result of {subject} withheld: it carries instructions aimed at the model ({}, {}) in {}",
+                f.rule,
+                f.severity.as_str(),
+                f.field
+            ),
+            None => format!(
+                "result of {subject} withheld: {} ({}, {}) in {}",
+                shown.category.as_str(),
+                shown.rule,
+                shown.severity.as_str(),
+                shown.field
+            ),
+        };
         let action = if enforced {
             Action::Block
         } else {
@@ -80,10 +109,15 @@ impl Engine {
         let text = if block && !enforced {
             format!("audit-only, would block: {reason}")
         } else {
-            reason.clone()
+            reason
+        };
+        let rule = if injection.is_some() && inspection.on_detection != config::Action::Block {
+            "output_inspection.block_injection"
+        } else {
+            "output_inspection"
         };
         let mut event = Event::new(EventKind::McpOutputInspection, server, action, text)
-            .rule("output_inspection")
+            .rule(rule)
             .details(json!({"method": method, "findings": findings}));
         if let Some(severity) = inspect::max_severity(&findings) {
             event = event.severity(severity);
@@ -97,7 +131,7 @@ impl Engine {
         self.record(session, event);
         OutputVerdict {
             block: enforced,
-            reason: if enforced { reason } else { String::new() },
+            reason: if enforced { told } else { String::new() },
         }
     }
 

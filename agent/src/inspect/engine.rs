@@ -259,6 +259,7 @@ impl Engine {
                 field: field.to_string(),
                 matched: format!("{} bytes", text.len()),
                 context: format!("only the first {MAX_SCAN} bytes were scanned"),
+                evidence: Vec::new(),
             });
             &text[..cut]
         } else {
@@ -377,7 +378,7 @@ impl Engine {
     /// The match is a quoted example in a discussion: "phrases like 'ignore previous
     /// instructions'". An injection can also be quoted, so only quotes with discussion words
     /// around them count.
-    fn is_quoted_example(&self, text: &str, s: usize, e: usize) -> bool {
+    pub(crate) fn is_quoted_example(&self, text: &str, s: usize, e: usize) -> bool {
         let Some((open, close)) = quoted_span(text.as_bytes(), s, e) else {
             return false;
         };
@@ -430,6 +431,7 @@ impl Engine {
                                 truncate(&hidden, 120)
                             ),
                             context: context(orig, start, end),
+                            evidence: Vec::new(),
                         });
                         if depth < MAX_DEPTH && !hidden.trim().is_empty() {
                             self.scan_inner(
@@ -459,6 +461,7 @@ impl Engine {
                                 .unwrap_or_default()
                         ),
                         context: context(orig, start, end),
+                        evidence: Vec::new(),
                     });
                     if let Some(h) = hidden
                         && depth < MAX_DEPTH
@@ -756,6 +759,7 @@ fn combine(field: &str, mark: usize, out: &mut Vec<Finding>) {
                 field: field.to_string(),
                 matched: p.matched,
                 context: p.context,
+                evidence: Vec::new(),
             });
         }
         return;
@@ -784,6 +788,7 @@ fn combine(field: &str, mark: usize, out: &mut Vec<Finding>) {
             field: field.to_string(),
             matched: p.matched,
             context: p.context,
+            evidence: Vec::new(),
         });
     }
 }
@@ -840,7 +845,7 @@ fn seed_phrase(orig: &str, field: &str, n: &Normalized, out: &mut Vec<Finding>) 
     }
 }
 
-fn finding(
+pub(crate) fn finding(
     rule: &str,
     category: Category,
     severity: Severity,
@@ -858,6 +863,7 @@ fn finding(
         field: field.to_string(),
         matched: escape_invisible(&truncate(&orig[s..e], 160)),
         context: context(orig, s, e),
+        evidence: Vec::new(),
     }
 }
 
@@ -878,6 +884,7 @@ fn invisible_finding(
         field: field.to_string(),
         matched: format!("U+{:04X} x{count}", ch as u32),
         context: context(orig, at, at + ch.len_utf8()),
+        evidence: Vec::new(),
     }
 }
 
@@ -895,6 +902,11 @@ fn truncate(s: &str, max_chars: usize) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// At most `max_chars` of `s`, invisible characters shown.
+pub(crate) fn excerpt(s: &str, max_chars: usize) -> String {
+    escape_invisible(&truncate(s, max_chars))
 }
 
 /// Shows invisible and control characters as `\u{..}` so a reviewer can see them.

@@ -11,6 +11,7 @@
 
 mod encoded;
 mod engine;
+mod intent;
 mod normalize;
 mod rules;
 mod shell;
@@ -24,6 +25,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+pub use intent::{Scope, SessionTools};
 pub use normalize::skeleton;
 
 /// How bad a finding is (the policy's own severity scale). A finding at `Medium` or above
@@ -156,6 +158,27 @@ pub struct Finding {
     pub matched: String,
     /// Up to 50 characters either side of the match, invisible characters shown as `\u{..}`.
     pub context: String,
+    /// The signals behind a finding of the intent layer, each with the text it was found in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+impl Finding {
+    /// The finding is about text aimed at the model: instructions, role markup, steering
+    /// between tools, or a directive carrying a payload.
+    pub fn aims_at_model(&self) -> bool {
+        matches!(
+            self.category,
+            Category::HiddenInstructions | Category::InstructionTag | Category::ToolManipulation
+        ) || self.rule == "combo.directive_with_payload"
+    }
+}
+
+/// One signal behind an intent finding: `override` in "ignore your previous instructions".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub signal: String,
+    pub text: String,
 }
 
 /// Which kind of text is being scanned; each mode has its own rule set.
@@ -207,6 +230,8 @@ pub enum InspectError {
         #[source]
         source: Box<regex::Error>,
     },
+    #[error("the intent layer's word classes failed to compile: {0}")]
+    IntentClasses(#[source] Box<regex::Error>),
     #[error("built-in rule `{id}` failed to compile: {source}")]
     BuiltinRule {
         id: &'static str,
@@ -218,6 +243,7 @@ pub enum InspectError {
 /// The compiled detector. Build once (slowish), scan many times (fast, `&self`, thread-safe).
 pub struct Detector {
     engine: engine::Engine,
+    intent: intent::Intent,
 }
 
 impl fmt::Debug for Detector {
@@ -232,15 +258,24 @@ impl Detector {
     pub fn new(opts: DetectorOptions) -> Result<Self, InspectError> {
         Ok(Self {
             engine: engine::Engine::new(&opts)?,
+            intent: intent::Intent::new().map_err(|e| InspectError::IntentClasses(Box::new(e)))?,
         })
     }
 
     /// Scans every string of a tools/list entry: name, title, description, annotations,
     /// inputSchema and outputSchema (property names, enum values, defaults, examples too).
     pub fn scan_tool(&self, tool: &Value) -> Vec<Finding> {
+        self.scan_tool_in(tool, None)
+    }
+
+    /// `scan_tool` for a tool of a session: a description that directs the model to another
+    /// server's tool is judged knowing which server has it.
+    pub fn scan_tool_in(&self, tool: &Value, scope: Option<&Scope>) -> Vec<Finding> {
         let mut out = Vec::new();
+        let mut doc = intent::Document::new();
         if let Some(name) = tool.get("name").and_then(Value::as_str) {
             self.engine.scan_name(name, "$.name", &mut out);
+            doc.push("$.name", name);
         }
         walk(tool, "$", None, &mut |path, text, is_key| {
             if path == "$.name" && !is_key {
@@ -250,20 +285,34 @@ impl Detector {
                 self.engine.scan_name(text, path, &mut out);
             } else {
                 self.engine.scan(text, path, Mode::Definition, &mut out);
+                if is_prose(path) {
+                    doc.push(path, text);
+                }
             }
         });
+        out.extend(self.judge_intent(&doc, intent::Kind::Definition, scope));
         engine::finish(out)
     }
 
     /// Scans a tools/call result or a resources/read result: text content, structuredContent,
     /// embedded resource text. Binary blobs (image/audio data) are skipped.
     pub fn scan_output(&self, result: &Value) -> Vec<Finding> {
+        self.scan_output_in(result, None)
+    }
+
+    /// `scan_output` for a result of a session's tool: a result that directs the model to
+    /// another tool of the session is judged knowing which tool produced it.
+    pub fn scan_output_in(&self, result: &Value, scope: Option<&Scope>) -> Vec<Finding> {
         let mut out = Vec::new();
+        let mut doc = intent::Document::new();
         walk(result, "$", None, &mut |path, text, is_key| {
             if !is_key {
                 self.engine.scan(text, path, Mode::Output, &mut out);
+                secrets_in_output(text, path, &mut out);
+                doc.push(path, text);
             }
         });
+        out.extend(self.judge_intent(&doc, intent::Kind::Output, scope));
         engine::finish(out)
     }
 
@@ -282,7 +331,30 @@ impl Detector {
     pub fn scan_text(&self, text: &str, field: &str, mode: Mode) -> Vec<Finding> {
         let mut out = Vec::new();
         self.engine.scan(text, field, mode, &mut out);
+        let kind = match mode {
+            Mode::Definition => Some(intent::Kind::Definition),
+            Mode::Output => Some(intent::Kind::Output),
+            // Arguments are the model's own words; its instructions to a tool are not aimed
+            // at it.
+            Mode::Arguments => None,
+        };
+        if let Some(kind) = kind {
+            let mut doc = intent::Document::new();
+            doc.push(field, text);
+            out.extend(self.judge_intent(&doc, kind, None));
+        }
         engine::finish(out)
+    }
+
+    fn judge_intent(
+        &self,
+        doc: &intent::Document,
+        kind: intent::Kind,
+        scope: Option<&Scope>,
+    ) -> Option<Finding> {
+        self.intent.judge(doc, kind, scope, &|text, s, e| {
+            self.engine.is_quoted_example(text, s, e)
+        })
     }
 
     /// Number of compiled rules (built-in and custom).
@@ -291,9 +363,33 @@ impl Detector {
     }
 }
 
+/// A secret in a tool result (the patterns the LLM proxy redacts from outgoing requests): the
+/// model now holds it and can be talked into sending it anywhere. Reported by pattern and
+/// count, never quoted.
+fn secrets_in_output(text: &str, path: &str, out: &mut Vec<Finding>) {
+    static REDACTOR: std::sync::LazyLock<crate::llm::dlp::Redactor> =
+        std::sync::LazyLock::new(crate::llm::dlp::Redactor::default);
+    for (pattern, count) in REDACTOR.secrets_in(text) {
+        out.push(Finding {
+            category: Category::SecretExposure,
+            severity: Severity::High,
+            rule: format!("secret.{pattern}"),
+            field: path.to_string(),
+            matched: format!("{pattern} x{count}"),
+            context: "(secret not shown)".into(),
+            evidence: Vec::new(),
+        });
+    }
+}
+
 /// The highest severity among `findings`, if any.
 pub fn max_severity(findings: &[Finding]) -> Option<Severity> {
     findings.iter().map(|f| f.severity).max()
+}
+
+/// Strings of a definition that the model reads as prose: not regex patterns or formats.
+fn is_prose(path: &str) -> bool {
+    !(path.ends_with(".pattern") || path.ends_with(".format"))
 }
 
 /// Keys whose string values are never prose: base64 blobs, MIME types, JSON-schema type names.

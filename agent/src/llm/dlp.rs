@@ -300,6 +300,25 @@ impl Redactor {
     }
 
     /// Whether any pattern matches somewhere in `text`; allocates nothing.
+    /// The secrets in one plain string, by pattern: `(name, count)` in priority order. Holds
+    /// nothing of the secrets. Used on tool results, where a secret is reported, not
+    /// replaced.
+    pub fn secrets_in(&self, text: &str) -> Vec<(&str, usize)> {
+        if !self.hits(text) {
+            return Vec::new();
+        }
+        let spans = self.spans(text);
+        let mut found: Vec<(&str, usize)> = Vec::new();
+        for span in spans {
+            let name = self.patterns[span.priority].name.as_str();
+            match found.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, count)) => *count += 1,
+                None => found.push((name, 1)),
+            }
+        }
+        found
+    }
+
     fn hits(&self, text: &str) -> bool {
         COMPILED.any.is_match(text) || self.custom().iter().any(|p| p.regex.is_match(text))
     }

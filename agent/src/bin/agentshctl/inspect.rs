@@ -1,12 +1,16 @@
 //! `agentshctl mcp inspect FILE`: the detector over tool definitions from a file.
 //!
 //! FILE may be a tools/list response, `{"tools": [...]}`, one tool, or JSON lines of tools
-//! (a line may be `{"server": .., "tool": {..}}`).
+//! (a line may be `{"server": .., "tool": {..}}`). The tools of the file are one session: a
+//! description that directs the model to another server's tool of the file is read as such
+//! (tools without a server are one server's).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentsh::inspect::{Detector, DetectorOptions, Finding, Severity, max_severity};
+use agentsh::inspect::{
+    Detector, DetectorOptions, Finding, Scope, SessionTools, Severity, max_severity,
+};
 use agentsh::mcp::definition_hash;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
@@ -37,10 +41,23 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let items = parse_items(&text).with_context(|| format!("{}", args.file.display()))?;
     let detector = Detector::new(DetectorOptions::default()).context("building the detector")?;
+    let server_of = |item: &Item| item.server.clone().unwrap_or_default();
+    let mut session = SessionTools::new();
+    for item in &items {
+        if let Some(name) = item.tool.get("name").and_then(Value::as_str) {
+            session.add(&server_of(item), name);
+        }
+    }
     let mut flagged = false;
     for item in &items {
+        let server = server_of(item);
+        let scope = Scope {
+            session: &session,
+            server: &server,
+            tool: item.tool.get("name").and_then(Value::as_str),
+        };
         let findings: Vec<Finding> = detector
-            .scan_tool(&item.tool)
+            .scan_tool_in(&item.tool, Some(&scope))
             .into_iter()
             .filter(|f| f.severity >= args.threshold)
             .collect();
@@ -78,6 +95,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                             f.field,
                             f.context
                         );
+                        for e in &f.evidence {
+                            println!("           {}: {:?}", e.signal, e.text);
+                        }
                     }
                 }
             }

@@ -285,7 +285,12 @@ pub(super) fn custom_pattern(r: &mut Report, node: &Node, path: &str) -> Option<
 
 pub(super) fn output_inspection(r: &mut Report, node: &Node, path: &str) -> OutputInspection {
     let d = OutputInspection::default();
-    let keys = ["enabled", "on_detection", "alert_threshold"];
+    let keys = [
+        "enabled",
+        "on_detection",
+        "alert_threshold",
+        "block_injection",
+    ];
     let Some(f) = Fields::open(r, node, path, &keys) else {
         return d;
     };
@@ -293,6 +298,7 @@ pub(super) fn output_inspection(r: &mut Report, node: &Node, path: &str) -> Outp
         enabled: f.bool(r, "enabled", d.enabled),
         on_detection: f.keyword(r, "on_detection", d.on_detection),
         alert_threshold: f.keyword(r, "alert_threshold", d.alert_threshold),
+        block_injection: f.keyword(r, "block_injection", d.block_injection),
     }
 }
 

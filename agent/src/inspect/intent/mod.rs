@@ -1,0 +1,260 @@
+//! The intent layer: what a text does to the model, not which phrases it contains.
+//!
+//! A tool definition or result is read sentence by sentence for classes of words (verbs of
+//! acting, obligations, nouns for the model, role markup, authority, secrecy, credentials,
+//! destinations, promotion, references to other tools of the session); `signals` combines them
+//! within a sentence or a framing window ("a directive inside role markup", "an outward act
+//! toward a destination"), and `combos` turns the strongest combination into a severity. A
+//! finding names the combination, the sentence that carries it, and every signal behind it.
+//!
+//! It runs beside the rule catalogue: rules know specific techniques (a `curl | bash`, a
+//! chat-template token), the intent layer knows the shape of an instruction aimed at the model.
+
+mod combos;
+mod sentences;
+mod signals;
+mod words;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use super::normalize::{self, Normalized};
+use super::{Evidence, Finding};
+
+pub(crate) use signals::Whose;
+
+/// What the text is: its rules differ. A definition is full of directives about its own use;
+/// a result should carry none aimed at the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Definition,
+    Output,
+}
+
+/// The session a text is judged in: which server it comes from, which tool it describes or
+/// produced it, and every tool of the session by server.
+pub struct Scope<'a> {
+    pub session: &'a SessionTools,
+    pub server: &'a str,
+    pub tool: Option<&'a str>,
+}
+
+/// Every tool of a session, by name. Names are compared lower-cased with `-` read as `_`, the
+/// way prose refers to them.
+#[derive(Debug, Default, Clone)]
+pub struct SessionTools {
+    servers_by_tool: HashMap<String, Vec<String>>,
+}
+
+impl SessionTools {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add(&mut self, server: &str, tool: &str) {
+        let servers = self.servers_by_tool.entry(tool_key(tool)).or_default();
+        if !servers.iter().any(|s| s == server) {
+            servers.push(server.to_string());
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers_by_tool.is_empty()
+    }
+}
+
+fn tool_key(name: &str) -> String {
+    name.trim()
+        .chars()
+        .map(|c| {
+            if c == '-' {
+                '_'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect()
+}
+
+/// `Scope` as the signals see it; without a scope no name belongs to the session.
+pub(crate) struct Context<'a> {
+    scope: Option<&'a Scope<'a>>,
+    subject: Option<String>,
+}
+
+impl<'a> Context<'a> {
+    pub(crate) fn new(scope: Option<&'a Scope<'a>>) -> Self {
+        Self {
+            subject: scope.and_then(|s| s.tool).map(tool_key),
+            scope,
+        }
+    }
+
+    pub(crate) fn whose(&self, name: &str) -> Whose {
+        let key = tool_key(name);
+        if self.subject.as_deref() == Some(key.as_str()) {
+            return Whose::Subject;
+        }
+        let Some(scope) = self.scope else {
+            return Whose::Unknown;
+        };
+        match scope.session.servers_by_tool.get(&key) {
+            None => Whose::Unknown,
+            Some(servers) if servers.iter().any(|s| s == scope.server) => Whose::SameServer,
+            Some(_) => Whose::OtherServer,
+        }
+    }
+}
+
+/// Texts longer than this are judged on their first `MAX_TEXT` bytes: injections aimed at a
+/// model sit where a model reads, and the rule catalogue still scans everything.
+const MAX_TEXT: usize = 1 << 20;
+
+pub(crate) struct Intent {
+    classes: signals::Classes,
+}
+
+/// One scanned document: several strings joined by line breaks, each remembered with its JSON
+/// path so a finding points at the string it is in.
+pub(crate) struct Document {
+    text: String,
+    pieces: Vec<(usize, String)>,
+}
+
+impl Document {
+    pub(crate) fn new() -> Self {
+        Self {
+            text: String::new(),
+            pieces: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, path: &str, text: &str) {
+        if text.trim().is_empty() || self.text.len() >= MAX_TEXT {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.pieces.push((self.text.len(), path.to_string()));
+        self.text.push_str(text);
+    }
+
+    /// The piece holding byte `at`: its path and start.
+    fn piece(&self, at: usize) -> (&str, usize) {
+        let i = self.pieces.partition_point(|(start, _)| *start <= at);
+        self.pieces
+            .get(i.saturating_sub(1))
+            .map_or(("$", 0), |(start, path)| (path.as_str(), *start))
+    }
+}
+
+impl Intent {
+    pub(crate) fn new() -> Result<Self, regex::Error> {
+        Ok(Self {
+            classes: signals::Classes::new()?,
+        })
+    }
+
+    /// The strongest intent finding of `doc`, if any. `quoted_example(lower, start, end)`
+    /// says a match is a quoted example under discussion ("attacks such as 'ignore previous
+    /// instructions'"), which is no signal.
+    pub(crate) fn judge(
+        &self,
+        doc: &Document,
+        kind: Kind,
+        scope: Option<&Scope>,
+        quoted_example: &dyn Fn(&str, usize, usize) -> bool,
+    ) -> Option<Finding> {
+        if doc.text.is_empty() {
+            return None;
+        }
+        let mut end = doc.text.len().min(MAX_TEXT);
+        while !doc.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let orig = &doc.text[..end];
+        let n = normalize::normalize(orig, false);
+        // Serialised JSON, YAML and Python carry line breaks as literal `\n`: read them as
+        // spaces (same length, so offsets hold).
+        let (cased, lower) = if n.text.contains('\\') {
+            (unescape_breaks(&n.text), unescape_breaks(&n.lower))
+        } else {
+            (n.text.clone(), n.lower.clone())
+        };
+        let cx = Context::new(scope);
+        let found = self
+            .classes
+            .signals(&cased, &lower, kind, &cx, quoted_example);
+        let combo = combos::judge(&found, kind)?;
+        Some(finding(doc, orig, &n, &found, &combo))
+    }
+}
+
+fn finding(
+    doc: &Document,
+    orig: &str,
+    n: &Normalized,
+    found: &signals::Signals,
+    combo: &combos::Combination,
+) -> Finding {
+    let spans: Vec<(signals::Signal, (usize, usize))> = combo
+        .because
+        .iter()
+        .filter_map(|s| found.span(*s).map(|span| (*s, span)))
+        .collect();
+    let (ns, ne) = spans.first().map_or((0, 0), |(_, span)| *span);
+    let (os, oe) = n.orig_span(orig, ns, ne);
+    let (field, piece_start) = doc.piece(os);
+    let piece_end = doc
+        .pieces
+        .iter()
+        .map(|(start, _)| *start)
+        .find(|start| *start > piece_start)
+        .map_or(orig.len(), |next| next - 1);
+    let piece = &orig[piece_start..piece_end.max(piece_start)];
+    let (s, e) = (
+        os.saturating_sub(piece_start).min(piece.len()),
+        oe.saturating_sub(piece_start).min(piece.len()),
+    );
+    let mut f = super::engine::finding(
+        &format!("intent.{}", combo.id),
+        combo.category.category(),
+        combo.severity,
+        field,
+        piece,
+        s,
+        e,
+    );
+    f.evidence = spans
+        .iter()
+        .map(|(signal, (a, b))| {
+            let (a, b) = n.orig_span(orig, *a, *b);
+            Evidence {
+                signal: signal.name().to_string(),
+                text: super::engine::excerpt(&orig[a..b], 80),
+            }
+        })
+        .collect();
+    f.evidence.dedup();
+    f
+}
+
+/// Replaces literal `\n`, `\r` and `\t` escapes with two spaces.
+fn unescape_breaks(s: &str) -> String {
+    let mut b = s.as_bytes().to_vec();
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] == b'\\' && matches!(b[i + 1], b'n' | b'r' | b't') {
+            b[i] = b' ';
+            b[i + 1] = b' ';
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    // Only ASCII bytes were replaced by ASCII bytes.
+    String::from_utf8(b).unwrap_or_else(|_| s.to_string())
+}

@@ -1,0 +1,582 @@
+//! Signals: per sentence, which word classes occur (with the span of the first occurrence),
+//! then the sentence-level combinations that say a directive is aimed at the model and what it
+//! makes the model do.
+
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+
+use super::sentences::{self, Sentence};
+use super::words;
+use super::{Context, Kind};
+
+/// One kind of evidence. The first group is found by a word class in a sentence; the second
+/// is derived from several of them in one sentence or framing window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    Obligation,
+    You,
+    AddressedModel,
+    AiLabel,
+    YourOutput,
+    YourCode,
+    TaskReference,
+    TaskHijack,
+    UserReference,
+    Speech,
+    Override,
+    Privilege,
+    Secrecy,
+    SensitiveWord,
+    SensitiveFile,
+    Destination,
+    Authority,
+    Markup,
+    HtmlComment,
+    Promotion,
+    SelfPraise,
+    OtherTools,
+    Sequence,
+    CodeInsert,
+    StopTask,
+    Redirect,
+    InstructionAnnounce,
+    TellUser,
+    Imperative,
+    GenericImperative,
+    ClauseImperative,
+    LabelledImperative,
+    RoleTurn,
+    Request,
+    HiddenFromHumans,
+    OutputDictation,
+    // Found on the cased text or against the session.
+    CasedAuthority,
+    ToolReference,
+    NamesSessionTool,
+    NamesForeignTool,
+    // Derived.
+    DirectiveToModel,
+    OutputDirective,
+    FakeTurn,
+    TagMarkup,
+    FramedDirective,
+    AddressedDirective,
+    LabelledDirective,
+    ActToDestination,
+    ActOnSensitive,
+    ActOnSensitiveFile,
+    SequencedTool,
+    DirectsToForeignTool,
+    DirectsToSessionTool,
+    CodeIntoOutput,
+    AgainstOtherTools,
+}
+
+impl Signal {
+    /// The word-class signals, in the order of `Classes::set`.
+    const CLASSES: [Signal; 36] = [
+        Signal::Obligation,
+        Signal::You,
+        Signal::AddressedModel,
+        Signal::AiLabel,
+        Signal::YourOutput,
+        Signal::YourCode,
+        Signal::TaskReference,
+        Signal::TaskHijack,
+        Signal::UserReference,
+        Signal::Speech,
+        Signal::Override,
+        Signal::Privilege,
+        Signal::Secrecy,
+        Signal::SensitiveWord,
+        Signal::SensitiveFile,
+        Signal::Destination,
+        Signal::Authority,
+        Signal::Markup,
+        Signal::HtmlComment,
+        Signal::Promotion,
+        Signal::SelfPraise,
+        Signal::OtherTools,
+        Signal::Sequence,
+        Signal::CodeInsert,
+        Signal::StopTask,
+        Signal::Redirect,
+        Signal::InstructionAnnounce,
+        Signal::TellUser,
+        Signal::Imperative,
+        Signal::GenericImperative,
+        Signal::ClauseImperative,
+        Signal::LabelledImperative,
+        Signal::RoleTurn,
+        Signal::Request,
+        Signal::HiddenFromHumans,
+        Signal::OutputDictation,
+    ];
+
+    fn bit(self) -> u64 {
+        1 << (self as u8)
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Obligation => "obligation",
+            Self::You => "you",
+            Self::AddressedModel => "addresses_model",
+            Self::AiLabel => "ai_label",
+            Self::YourOutput => "your_output",
+            Self::YourCode => "your_code",
+            Self::TaskReference => "task_reference",
+            Self::TaskHijack => "task_hijack",
+            Self::UserReference => "user_reference",
+            Self::Speech => "speech",
+            Self::Override => "override",
+            Self::Privilege => "privilege",
+            Self::Secrecy => "secrecy",
+            Self::SensitiveWord => "credential",
+            Self::SensitiveFile => "sensitive_file",
+            Self::Destination => "destination",
+            Self::Authority => "authority",
+            Self::Markup => "markup",
+            Self::HtmlComment => "html_comment",
+            Self::Promotion => "promotion",
+            Self::SelfPraise => "self_praise",
+            Self::OtherTools => "other_tools",
+            Self::Sequence => "sequence",
+            Self::CodeInsert => "code_insert",
+            Self::StopTask => "stop_task",
+            Self::Redirect => "redirect",
+            Self::InstructionAnnounce => "announces_instructions",
+            Self::TellUser => "tell_user",
+            Self::Imperative => "imperative",
+            Self::GenericImperative => "imperative",
+            Self::ClauseImperative => "imperative",
+            Self::LabelledImperative => "labelled_imperative",
+            Self::RoleTurn => "fake_turn",
+            Self::Request => "request",
+            Self::HiddenFromHumans => "hidden_from_humans",
+            Self::OutputDictation => "dictates_answer",
+            Self::CasedAuthority => "authority",
+            Self::ToolReference => "tool_reference",
+            Self::NamesSessionTool => "names_session_tool",
+            Self::NamesForeignTool => "names_other_servers_tool",
+            Self::DirectiveToModel => "directive_to_model",
+            Self::OutputDirective => "directive_about_answer",
+            Self::FakeTurn => "directive_in_fake_turn",
+            Self::TagMarkup => "role_tag",
+            Self::FramedDirective => "directive_in_markup",
+            Self::AddressedDirective => "directive_after_address",
+            Self::LabelledDirective => "labelled_directive",
+            Self::ActToDestination => "act_toward_destination",
+            Self::ActOnSensitive => "act_on_credential",
+            Self::ActOnSensitiveFile => "sensitive_file_in_directive",
+            Self::SequencedTool => "sequencing_with_tool",
+            Self::DirectsToForeignTool => "directs_to_other_servers_tool",
+            Self::DirectsToSessionTool => "directs_to_session_tool",
+            Self::CodeIntoOutput => "code_into_answer",
+            Self::AgainstOtherTools => "against_other_tools",
+        }
+    }
+}
+
+/// Which signals hold, with the span (in the normalised text) of the first of each, and how
+/// many sentences carry a promotion.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Signals {
+    bits: u64,
+    spans: Vec<(Signal, usize, usize)>,
+    pub(crate) promotions: usize,
+}
+
+impl Signals {
+    pub(crate) fn has(&self, s: Signal) -> bool {
+        self.bits & s.bit() != 0
+    }
+
+    pub(crate) fn any(&self, s: &[Signal]) -> bool {
+        s.iter().any(|s| self.has(*s))
+    }
+
+    pub(crate) fn all(&self, s: &[Signal]) -> bool {
+        s.iter().all(|s| self.has(*s))
+    }
+
+    /// The first span of `s`.
+    pub(crate) fn span(&self, s: Signal) -> Option<(usize, usize)> {
+        self.spans
+            .iter()
+            .find(|(x, ..)| *x == s)
+            .map(|&(_, a, b)| (a, b))
+    }
+
+    fn add(&mut self, s: Signal, a: usize, b: usize) {
+        if !self.has(s) {
+            self.spans.push((s, a, b));
+        }
+        self.bits |= s.bit();
+    }
+}
+
+/// One sentence's word classes.
+#[derive(Default)]
+struct Flags {
+    bits: u64,
+    spans: Vec<(Signal, usize, usize)>,
+}
+
+impl Flags {
+    fn has(&self, s: Signal) -> bool {
+        self.bits & s.bit() != 0
+    }
+
+    fn any(&self, s: &[Signal]) -> bool {
+        s.iter().any(|s| self.has(*s))
+    }
+
+    fn set(&mut self, s: Signal, a: usize, b: usize) {
+        if !self.has(s) {
+            self.spans.push((s, a, b));
+            self.bits |= s.bit();
+        }
+    }
+}
+
+/// Where the sentences being read stand: after role markup (or text hidden from people), after
+/// an address to the model, inside a fake conversation turn; each until the byte offset.
+#[derive(Default)]
+struct Windows {
+    framed: Option<usize>,
+    addressed: Option<usize>,
+    turn: Option<usize>,
+}
+
+/// Markup and AI labels frame this many bytes after them; an address to the model, fewer.
+const FRAME: usize = 800;
+const ADDRESS_FRAME: usize = 400;
+
+pub(crate) struct Classes {
+    set: RegexSet,
+    each: Vec<Regex>,
+    cased_authority: Regex,
+    tool_reference: Regex,
+    parameter_after: Regex,
+    model_noun_topic: Regex,
+    act: Regex,
+    act_out: Regex,
+    against: Regex,
+    code_action: Regex,
+}
+
+fn build(p: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(p)
+        .unicode(false)
+        .size_limit(32 << 20)
+        .dfa_size_limit(32 << 20)
+        .build()
+}
+
+impl Classes {
+    pub(crate) fn new() -> Result<Self, regex::Error> {
+        let patterns: Vec<String> = Signal::CLASSES
+            .iter()
+            .map(|s| match s {
+                Signal::Obligation => words::OBLIGATION.into(),
+                Signal::You => words::YOU.into(),
+                Signal::AddressedModel => words::addressed_model(),
+                Signal::AiLabel => words::AI_LABEL.into(),
+                Signal::YourOutput => words::YOUR_OUTPUT.into(),
+                Signal::YourCode => words::YOUR_CODE.into(),
+                Signal::TaskReference => words::TASK_REF.into(),
+                Signal::TaskHijack => words::TASK_HIJACK.into(),
+                Signal::UserReference => words::USER_REF.into(),
+                Signal::Speech => words::speech(),
+                Signal::Override => words::OVERRIDE.into(),
+                Signal::Privilege => words::PRIVILEGE.into(),
+                Signal::Secrecy => words::secrecy(),
+                Signal::SensitiveWord => words::SENSITIVE_WORD.into(),
+                Signal::SensitiveFile => words::SENSITIVE_FILE.into(),
+                Signal::Destination => words::DESTINATION.into(),
+                Signal::Authority => words::AUTHORITY.into(),
+                Signal::Markup => words::MARKUP.into(),
+                Signal::HtmlComment => words::HTML_COMMENT_TEXT.into(),
+                Signal::Promotion => words::PROMOTION.into(),
+                Signal::SelfPraise => words::SELF_PRAISE.into(),
+                Signal::OtherTools => words::OTHER_TOOLS.into(),
+                Signal::Sequence => words::SEQUENCE.into(),
+                Signal::CodeInsert => words::CODE_INSERT.into(),
+                Signal::StopTask => words::STOP_TASK.into(),
+                Signal::Redirect => words::REDIRECT.into(),
+                Signal::InstructionAnnounce => words::INSTRUCTION_ANNOUNCE.into(),
+                Signal::TellUser => words::TELL_USER.into(),
+                Signal::Imperative => words::imperative(),
+                Signal::GenericImperative => words::generic_imperative(),
+                Signal::ClauseImperative => words::clause_imperative(),
+                Signal::LabelledImperative => words::labelled_imperative(),
+                Signal::RoleTurn => words::ROLE_TURN.into(),
+                Signal::Request => words::request(),
+                Signal::HiddenFromHumans => words::HIDDEN_FROM_HUMANS.into(),
+                Signal::OutputDictation => words::OUTPUT_DICTATION.into(),
+                other => unreachable!("{other:?} is not a word class"),
+            })
+            .collect();
+        let set = RegexSetBuilder::new(&patterns)
+            .unicode(false)
+            .size_limit(128 << 20)
+            .dfa_size_limit(128 << 20)
+            .build()?;
+        let each = patterns
+            .iter()
+            .map(|p| build(p))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            set,
+            each,
+            cased_authority: build(words::CASED_AUTHORITY)?,
+            tool_reference: build(words::TOOL_REFERENCE)?,
+            parameter_after: build(words::PARAMETER_AFTER)?,
+            model_noun_topic: build(words::MODEL_NOUN_TOPIC)?,
+            act: build(&format!(r"\b{}\b", words::ACT))?,
+            act_out: build(&format!(r"\b{}\b", words::ACT_OUT))?,
+            against: build(words::AGAINST)?,
+            code_action: build(words::CODE_ACTION)?,
+        })
+    }
+
+    /// Every signal of `cased` (normalised text) and `lower` (the same, lower-cased), judged as
+    /// a `kind` in `context`.
+    pub(crate) fn signals(
+        &self,
+        cased: &str,
+        lower: &str,
+        kind: Kind,
+        cx: &Context,
+        quoted_example: &dyn Fn(&str, usize, usize) -> bool,
+    ) -> Signals {
+        let mut sig = Signals::default();
+        let mut windows = Windows::default();
+        for Sentence { start: a, end: b } in sentences::split(cased) {
+            let f = self.flags(cased, lower, a, b, kind, cx, quoted_example);
+            for &(s, x, y) in &f.spans {
+                sig.add(s, x, y);
+            }
+            sig.promotions += usize::from(f.has(Signal::Promotion));
+            self.combine(&f, lower, a, b, kind, &mut sig, &mut windows);
+        }
+        sig
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn flags(
+        &self,
+        cased: &str,
+        lower: &str,
+        a: usize,
+        b: usize,
+        kind: Kind,
+        cx: &Context,
+        quoted_example: &dyn Fn(&str, usize, usize) -> bool,
+    ) -> Flags {
+        use Signal::*;
+        let mut f = Flags::default();
+        let s = &lower.as_bytes()[a..b];
+        for i in self.set.matches(s).iter() {
+            let signal = Signal::CLASSES[i];
+            let found = self.each[i].captures_iter(s).find_map(|c| {
+                let m = c.get(0)?;
+                let keep = match signal {
+                    AddressedModel => !self.model_noun_topic.is_match(&s[m.end()..]),
+                    Markup => !markup_is_sample(s, m.start(), m.end()),
+                    GenericImperative => c
+                        .get(1)
+                        .and_then(|w| std::str::from_utf8(w.as_bytes()).ok())
+                        .is_some_and(|w| !words::is_not_a_verb(w)),
+                    _ => true,
+                };
+                // The phrases people quote when they write about injection; a destination or
+                // a verb in quotes is as much an attack's as anyone's.
+                let discussable = matches!(
+                    signal,
+                    Override | Secrecy | Privilege | StopTask | InstructionAnnounce
+                );
+                let keep =
+                    keep && !(discussable && quoted_example(lower, a + m.start(), a + m.end()));
+                keep.then_some((m.start(), m.end()))
+            });
+            if let Some((x, y)) = found {
+                f.set(signal, a + x, a + y);
+            }
+        }
+        let sc = &cased.as_bytes()[a..b];
+        if let Some(m) = self.cased_authority.find(sc) {
+            f.set(CasedAuthority, a + m.start(), a + m.end());
+        }
+        if kind == Kind::Output
+            && f.any(&[GenericImperative, ClauseImperative])
+            && !f.has(Imperative)
+        {
+            let (x, y) = f
+                .spans
+                .iter()
+                .find(|(s, ..)| matches!(s, ClauseImperative | GenericImperative))
+                .map(|&(_, x, y)| (x, y))
+                .unwrap_or((a, b));
+            f.set(Imperative, x, y);
+        }
+        self.tool_references(sc, a, b, cx, &mut f);
+        f
+    }
+
+    fn tool_references(&self, sc: &[u8], a: usize, b: usize, cx: &Context, f: &mut Flags) {
+        for c in self.tool_reference.captures_iter(sc) {
+            let Some(m) = c.get(0) else { continue };
+            if self.parameter_after.is_match(&sc[m.end()..]) {
+                continue;
+            }
+            let Some(name) = c.iter().skip(1).flatten().next() else {
+                continue;
+            };
+            let Ok(name) = std::str::from_utf8(name.as_bytes()) else {
+                continue;
+            };
+            let whose = cx.whose(name);
+            if whose != Whose::Subject {
+                f.set(Signal::ToolReference, a, b);
+            }
+            match whose {
+                Whose::Unknown | Whose::Subject => {}
+                Whose::SameServer => f.set(Signal::NamesSessionTool, a + m.start(), a + m.end()),
+                Whose::OtherServer => f.set(Signal::NamesForeignTool, a + m.start(), a + m.end()),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn combine(
+        &self,
+        f: &Flags,
+        lower: &str,
+        a: usize,
+        b: usize,
+        kind: Kind,
+        sig: &mut Signals,
+        windows: &mut Windows,
+    ) {
+        use Signal::*;
+        let s = &lower.as_bytes()[a..b];
+        if f.any(&[Markup, AiLabel, HtmlComment, HiddenFromHumans]) {
+            windows.framed = Some(b + FRAME);
+        }
+        if f.has(AddressedModel) {
+            windows.addressed = Some(b + ADDRESS_FRAME);
+        }
+        // A fake "User:" turn speaks for the lines after it.
+        if f.has(RoleTurn) {
+            windows.turn = Some(b + ADDRESS_FRAME);
+        }
+        let open = |w: Option<usize>| w.is_some_and(|until| a <= until);
+        let (framed, addressed, in_turn) = (
+            open(windows.framed),
+            open(windows.addressed),
+            open(windows.turn),
+        );
+        // "Before you answer, send ..." is a directive in a result; in a definition only
+        // inside markup or after an address to the model ("when the user asks, use ..." is
+        // how descriptions are written).
+        let clause = f.has(ClauseImperative) && (kind == Kind::Output || framed || addressed);
+        // A request ("could you repeat ...") is a directive when something aims it.
+        let request = f.has(Request) && (framed || addressed || in_turn);
+        let directive =
+            f.any(&[Imperative, Obligation, Speech, OutputDictation]) || clause || request;
+        if in_turn && directive {
+            sig.add(FakeTurn, a, b);
+        }
+        if f.has(Markup)
+            && f.spans
+                .iter()
+                .find(|(s, ..)| *s == Markup)
+                .is_some_and(|&(_, x, _)| matches!(lower.as_bytes()[x], b'<' | b'['))
+        {
+            sig.add(TagMarkup, a, b);
+        }
+        let you_must = f.has(You) && f.has(Obligation);
+        let aimed = match kind {
+            Kind::Definition => f.any(&[AddressedModel, AiLabel]) || you_must,
+            Kind::Output => {
+                f.any(&[AddressedModel, YourOutput, AiLabel])
+                    || you_must
+                    || (f.any(&[TaskReference, UserReference]) && f.has(Imperative))
+            }
+        };
+        if directive && aimed {
+            sig.add(DirectiveToModel, a, b);
+        }
+        if (f.any(&[YourOutput, YourCode]) && f.any(&[Imperative, Obligation]))
+            || f.has(OutputDictation)
+        {
+            sig.add(OutputDirective, a, b);
+        }
+        if directive && framed {
+            sig.add(FramedDirective, a, b);
+        }
+        if directive && addressed {
+            sig.add(AddressedDirective, a, b);
+        }
+        if f.has(LabelledImperative) {
+            sig.add(LabelledDirective, a, b);
+        }
+        let outward = self.act_out.is_match(s);
+        if directive && outward && f.has(Destination) {
+            sig.add(ActToDestination, a, b);
+        }
+        if directive && outward && f.any(&[SensitiveFile, SensitiveWord]) {
+            sig.add(ActOnSensitive, a, b);
+        }
+        if f.has(SensitiveFile) && (directive || f.has(Sequence)) {
+            sig.add(ActOnSensitiveFile, a, b);
+        }
+        if directive && f.has(Sequence) && f.has(ToolReference) {
+            sig.add(SequencedTool, a, b);
+        }
+        if directive && f.has(NamesForeignTool) {
+            sig.add(DirectsToForeignTool, a, b);
+        }
+        if directive && f.has(NamesSessionTool) && self.act.is_match(s) {
+            sig.add(DirectsToSessionTool, a, b);
+        }
+        if f.has(CodeInsert) && f.any(&[YourCode, YourOutput]) {
+            sig.add(CodeIntoOutput, a, b);
+        }
+        if f.has(CodeInsert) && directive {
+            let tail = &lower.as_bytes()[b..(b + 600).min(lower.len())];
+            if self.code_action.is_match(tail) {
+                sig.add(CodeIntoOutput, a, b);
+            }
+        }
+        if f.has(OtherTools) && (f.has(Promotion) || self.against.is_match(s)) {
+            sig.add(AgainstOtherTools, a, b);
+        }
+    }
+}
+
+/// A line-start `system:` followed by a quote, a brace or nothing is a configuration sample
+/// (`system: 'You are a helpful assistant'`), not a role marker.
+fn markup_is_sample(s: &[u8], start: usize, end: usize) -> bool {
+    if s[end - 1] != b':' || s[start] == b'<' {
+        return false;
+    }
+    match s[end..].iter().find(|c| !c.is_ascii_whitespace()) {
+        None => true,
+        Some(c) => matches!(c, b'\'' | b'"' | b'`' | b'{' | b'['),
+    }
+}
+
+/// Who a tool name a text mentions belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Whose {
+    /// Not a tool of this session.
+    Unknown,
+    /// The tool being described, or the one that produced the result.
+    Subject,
+    /// Another tool of the same server.
+    SameServer,
+    /// A tool only another server of the session has.
+    OtherServer,
+}
