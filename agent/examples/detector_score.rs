@@ -614,5 +614,82 @@ fn main() -> ExitCode {
         "  all payloads: {:.1} MB/s",
         ((tool_bytes + egress_bytes) * passes) as f64 / 1e6 / (tool_secs + egress_secs)
     );
+    results_throughput(&det);
     ExitCode::SUCCESS
+}
+
+/// Output inspection's cost: the tool results of `tests/corpus` (real servers' outputs,
+/// documents, pages, attacks) through `scan_output`, and one page of 1 MB, each against a
+/// plain serialisation of the same JSON (what any interception point pays anyway).
+fn results_throughput(det: &Detector) {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus");
+    let mut results: Vec<Value> = Vec::new();
+    let mut pending = vec![corpus];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = fs::read_to_string(&path).unwrap_or_default();
+                for line in text.lines() {
+                    let Ok(record) = serde_json::from_str::<Value>(line) else {
+                        continue;
+                    };
+                    if record["kind"] == "result" {
+                        results.push(serde_json::json!({
+                            "content": [{"type": "text", "text": record["text"]}]
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    if results.is_empty() {
+        println!("  scan_output: tests/corpus not found; skipped");
+        return;
+    }
+    let bytes: usize = results.iter().map(|r| r.to_string().len()).sum();
+    let time = |f: &dyn Fn(&Value) -> usize, items: &[Value], passes: usize| {
+        let start = Instant::now();
+        let mut sink = 0usize;
+        for _ in 0..passes {
+            for r in items {
+                sink += f(r);
+            }
+        }
+        (start.elapsed().as_secs_f64(), sink)
+    };
+    let passes = 5;
+    let (scan_secs, _) = time(&|r| det.scan_output(r).len(), &results, passes);
+    let (copy_secs, _) = time(&|r| r.to_string().len(), &results, passes);
+    let n = (results.len() * passes) as f64;
+    println!(
+        "  scan_output: {} results of tests/corpus ({:.2} MB): {:.1} us per result on average, {:.1} MB/s (serialising them: {:.1} us, {:.0} MB/s)",
+        results.len(),
+        bytes as f64 / 1e6,
+        scan_secs / n * 1e6,
+        (bytes * passes) as f64 / 1e6 / scan_secs,
+        copy_secs / n * 1e6,
+        (bytes * passes) as f64 / 1e6 / copy_secs
+    );
+    let paragraph = "The quarterly report shows revenue up 4% on the year. Operating costs fell, \
+        and the board approved the budget for the next period. See the appendix for details.\n";
+    let page = serde_json::json!({"content": [{"type": "text", "text": paragraph.repeat((1 << 20) / paragraph.len())}]});
+    let page_bytes = page.to_string().len();
+    let (scan_secs, _) = time(
+        &|r| det.scan_output(r).len(),
+        std::slice::from_ref(&page),
+        3,
+    );
+    let (copy_secs, _) = time(&|r| r.to_string().len(), std::slice::from_ref(&page), 3);
+    println!(
+        "  scan_output, one {:.1} MB page: {:.1} ms ({:.1} MB/s; serialising it: {:.2} ms)",
+        page_bytes as f64 / 1e6,
+        scan_secs / 3.0 * 1e3,
+        (page_bytes * 3) as f64 / 1e6 / scan_secs,
+        copy_secs / 3.0 * 1e3
+    );
 }

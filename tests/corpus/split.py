@@ -47,10 +47,13 @@ FILES = {
     "toy-poison": "toy-poison/toy-poison.jsonl",
     "msb": "msb/msb.jsonl",
     "asb": "asb/asb.jsonl",
+    "tasktracker": "tasktracker/tasktracker.jsonl",
+    "notinject": "notinject/notinject.jsonl",
+    "doomarena": "doomarena/doomarena.jsonl",
 }
 # whole sources never used for tuning
 HOLDOUT = {"spikee", "cyberseceval", "aib", "agentthreatbench", "codeipi",
-           "npm-servers-2", "asb", "mcp-shield", "tool-poisoning-bench", "mcp-poison-bench"}
+           "npm-servers-2", "asb", "doomarena", "mcp-shield", "tool-poisoning-bench", "mcp-poison-bench"}
 
 
 def group(r):
@@ -71,6 +74,8 @@ def group(r):
         return m.get("server") or m["attack"]
     if s == "garak":
         return m["probe"]
+    if s == "tasktracker":
+        return m["trigger"]
     if s == "b3-tools":
         return r["tool"]["name"]
     if s == "cyberseceval":

@@ -264,3 +264,98 @@ fn rug_pull_across_runs_is_blocked_by_the_pin() {
             .any(|e| e["event"] == "mcp_tool_changed" && e["action"] == "block")
     );
 }
+
+/// The reference servers' tool lists and ordinary results under the shipped policy: no
+/// detection, no output finding. A detector that cried wolf on them would be switched off.
+#[test]
+fn reference_servers_raise_nothing_under_the_shipped_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(
+        root.join("notes.md"),
+        "# Notes\n\nBuy milk. Call the plumber before Friday. The meeting moved to 3pm.\n",
+    )
+    .unwrap();
+    let shipped = agentsh_tests::repo_root().join("policies/default.yaml");
+    let memory_file = dir.path().join("memory.json");
+    let runs: [(&str, Vec<String>, Value); 3] = [
+        (
+            "filesystem",
+            vec![
+                npm_server("@modelcontextprotocol/server-filesystem")
+                    .display()
+                    .to_string(),
+                root.display().to_string(),
+            ],
+            json!([
+                {"op": "list"},
+                call("read_text_file", json!({"path": root.join("notes.md")})),
+                call("list_directory", json!({"path": root})),
+                call("directory_tree", json!({"path": root})),
+                call("get_file_info", json!({"path": root.join("notes.md")})),
+                call("list_allowed_directories", json!({})),
+            ]),
+        ),
+        (
+            "everything",
+            vec![
+                npm_server("@modelcontextprotocol/server-everything")
+                    .display()
+                    .to_string(),
+                "stdio".into(),
+            ],
+            json!([{"op": "list"}, call("echo", json!({"message": "hello"}))]),
+        ),
+        (
+            "memory",
+            vec![
+                npm_server("@modelcontextprotocol/server-memory")
+                    .display()
+                    .to_string(),
+            ],
+            json!([
+                {"op": "list"},
+                call("create_entities", json!({"entities": [{"name": "Ada", "entityType": "person", "observations": ["prefers tea", "works on the compiler"]}]})),
+                call("read_graph", json!({})),
+                call("search_nodes", json!({"query": "compiler"})),
+            ]),
+        ),
+    ];
+    for (name, server, steps) in &runs {
+        let audit = dir.path().join(format!("{name}.jsonl"));
+        let mut command = shim_command(
+            &[
+                "--policy",
+                shipped.to_str().unwrap(),
+                "--audit",
+                audit.to_str().unwrap(),
+            ],
+            &[],
+        );
+        // The memory server keeps its graph in a file of the test's.
+        command.push("env".into());
+        command.push(format!("MEMORY_FILE_PATH={}", memory_file.display()));
+        command.push("node".into());
+        command.extend(server.iter().cloned());
+        let out = sdk_client(steps, &command);
+        assert!(
+            !tool_names(&out[0]).is_empty(),
+            "{name}: no tools listed: {out:?}"
+        );
+        for step in &out[1..] {
+            assert_eq!(step["ok"], true, "{name}: {step}");
+        }
+        let events = audit_events(&audit);
+        let raised: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e["event"].as_str(),
+                    Some("mcp_detection" | "mcp_output_inspection")
+                )
+            })
+            .collect();
+        assert!(raised.is_empty(), "{name}: {raised:#?}");
+    }
+}

@@ -24,10 +24,18 @@ impl Engine {
         // The session as the detector sees it: every server's tools, this listing's included
         // (a description naming a sibling names its own server's tool, not another's).
         let mut session_tools = read(&session.registry).session_tools().clone();
-        for name in tools
+        let names: Vec<&str> = tools
             .iter()
             .filter_map(|t| t.get("name").and_then(Value::as_str))
-        {
+            .collect();
+        // Names the session had not seen: another server's description that named one of
+        // them was judged before it existed, and is judged again below.
+        let new_names: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !session_tools.knows(n))
+            .collect();
+        for name in &names {
             session_tools.add(server, name);
         }
         let mut keep = Vec::with_capacity(tools.len());
@@ -87,7 +95,107 @@ impl Engine {
                 },
             );
         }
+        if !new_names.is_empty() {
+            self.rejudge_naming(session, &rules, server, &new_names);
+        }
         ListVerdict { keep }
+    }
+
+    /// The servers listed before `server` whose descriptions name one of its new tools: read
+    /// again now that the session knows whose tool it is, so the order in which servers list
+    /// does not decide whether steering to another server's tool is seen. A finding is an
+    /// `mcp_detection`; under `on_detection: block` the tool is withheld from then on (its
+    /// calls refused, the next listing without it).
+    fn rejudge_naming(
+        &self,
+        session: &Session,
+        rules: &super::Rules,
+        server: &str,
+        names: &[&str],
+    ) {
+        let policy = rules.mcp();
+        let detection = &policy.detection;
+        if !detection.enabled {
+            return;
+        }
+        let lowered: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
+        let mut found = Vec::new();
+        {
+            let registry = read(&session.registry);
+            let tools = registry.session_tools();
+            for (other, entries) in registry.servers().filter(|(s, _)| *s != server) {
+                for (name, entry) in &entries.tools {
+                    if entry.state != ToolState::Trusted {
+                        continue;
+                    }
+                    let text = entry.definition.to_string().to_lowercase();
+                    if !lowered.iter().any(|n| text.contains(n.as_str())) {
+                        continue;
+                    }
+                    let scope = Scope {
+                        session: tools,
+                        server: other,
+                        tool: Some(name),
+                    };
+                    let findings: Vec<Finding> = rules
+                        .detector
+                        .scan_tool_in(&entry.definition, Some(&scope))
+                        .into_iter()
+                        .filter(|f| {
+                            f.rule == "intent.directs_to_other_servers_tool"
+                                && f.severity >= detection.alert_threshold
+                                && detection.reports(&f.category)
+                        })
+                        .collect();
+                    if !findings.is_empty() {
+                        found.push((other.to_owned(), name.clone(), entry.hash, findings));
+                    }
+                }
+            }
+        }
+        for (other, name, hash, findings) in found {
+            let (_, approval) = self.pin_and_approval(session, &other, &name);
+            if approval.is_some_and(|a| a.hash == hash.to_string()) {
+                continue; // a person let this very definition through
+            }
+            let first = &findings[0];
+            let reason = format!(
+                "tool '{name}' looks poisoned now that server '{server}' has listed its tools: {} ({}) in {}: \"{}\"",
+                first.category.as_str(),
+                first.severity.as_str(),
+                first.field,
+                first.matched
+            );
+            let block = detection.on_detection == config::Action::Block;
+            let enforced = block && policy.enforce_policy;
+            let (action, text) = match (block, enforced) {
+                (true, true) => (Action::Block, reason.clone()),
+                (true, false) => (Action::Alert, format!("audit-only, would block: {reason}")),
+                (false, _) => (Action::Alert, reason.clone()),
+            };
+            let mut event = Event::new(EventKind::McpDetection, &other, action, text)
+                .tool(&name)
+                .hash(hash)
+                .details(json!({
+                    "max_severity": inspect::max_severity(&findings).map(|s| s.as_str()),
+                    "findings": findings,
+                    "listed_after": server,
+                }));
+            if let Some(severity) = inspect::max_severity(&findings) {
+                event = event.severity(severity);
+            }
+            if block {
+                event = event.rule("detection");
+            }
+            self.record(session, event);
+            if enforced && let Some(entry) = write(&session.registry).get_mut(&other, &name) {
+                entry.state = ToolState::Withheld {
+                    hold: Hold::Detection,
+                    rule: "detection".to_owned(),
+                    reason,
+                };
+            }
+        }
     }
 
     /// A definition's pin and approval, if any (a store error is recorded, and counts as none).

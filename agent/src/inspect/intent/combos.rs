@@ -100,7 +100,7 @@ fn output(g: &Signals) -> Option<Combination> {
             SequencedTool,
             LabelledDirective,
         ]);
-    let rules: [(bool, Combination); 19] = [
+    let rules: [(bool, Combination); 20] = [
         (
             g.has(Override) && (g.any(DIRECTIVES) || g.any(&[Imperative, Privilege])),
             c(
@@ -179,6 +179,25 @@ fn output(g: &Signals) -> Option<Combination> {
             ),
         ),
         (g.has(Override), c("override", High, &[Override])),
+        (
+            // "You are about to receive new instructions, mission-critical": a task switch
+            // announced to the reader with urgency, whatever task follows.
+            g.has(UrgentAnnouncement)
+                || g.has(InstructionAnnounce)
+                    && g.any(&[Authority, CasedAuthority])
+                    && g.any(&[You, Imperative, Obligation]),
+            c(
+                "announced_task_switch",
+                High,
+                &[
+                    UrgentAnnouncement,
+                    InstructionAnnounce,
+                    Authority,
+                    CasedAuthority,
+                    You,
+                ],
+            ),
+        ),
         (
             g.has(FakeTurn),
             c("directive_in_fake_turn", High, &[FakeTurn, RoleTurn]),
@@ -380,7 +399,8 @@ fn output(g: &Signals) -> Option<Combination> {
 
 fn definition(g: &Signals) -> Option<Combination> {
     use Severity::{Critical, High, Low};
-    let framed = g.any(FRAMING);
+    // Tags and brackets, not the "Instructions:" lines descriptions are written with.
+    let framed = g.any(&[TagMarkup, AiLabel, HtmlComment, HiddenFromHumans]);
     // A second signal that turns telling the user something, or naming another server's
     // tool, from a normal cross-reference into manipulation. Capitals are not one: real
     // servers write IMPORTANT and MUST all over their descriptions.
@@ -510,24 +530,19 @@ fn definition(g: &Signals) -> Option<Combination> {
             ),
         ),
         (
-            g.has(FramedDirective)
-                && g.any(&[
-                    TaskHijack,
-                    AddressedModel,
-                    SequencedTool,
-                    DirectsToSessionTool,
-                ]),
+            // Sequencing with the server's own tools is how descriptions are written, tags or
+            // not; in markup, an address to the model or a hijack of its task is not.
+            g.has(FramedDirective) && g.any(&[TaskHijack, AddressedModel]),
             c(
                 "directive_in_markup",
                 High,
                 &[
                     FramedDirective,
-                    Markup,
+                    TagMarkup,
                     AiLabel,
                     HtmlComment,
                     TaskHijack,
                     AddressedModel,
-                    SequencedTool,
                 ],
             ),
         ),
@@ -546,11 +561,13 @@ fn definition(g: &Signals) -> Option<Combination> {
             steer("self_promotion", High, &[SelfPraise]),
         ),
         (
-            g.has(Redirect) && g.any(&[CasedAuthority, Authority, Markup]),
+            // "Requests are redirected to the login page. Note: ..." is documentation; a
+            // redirection announced in capitals or a role tag is a notice to the model.
+            g.has(Redirect) && g.any(&[CasedAuthority, TagMarkup]),
             c(
                 "announced_redirection",
                 High,
-                &[Redirect, CasedAuthority, Authority, Markup],
+                &[Redirect, CasedAuthority, TagMarkup],
             ),
         ),
         (
@@ -562,9 +579,10 @@ fn definition(g: &Signals) -> Option<Combination> {
             steer("self_promotion", High, &[Promotion, CasedAuthority]),
         ),
         (
-            g.has(Override)
-                || (framed && g.has(CasedAuthority))
-                || (g.has(Privilege) && g.any(&[DirectiveToModel, CasedAuthority])),
+            // A privilege a tool needs ("IMPORTANT: requires admin access") is documentation,
+            // and so are capitals in a tag (`<IMPORTANT>`); a privilege the model is told to
+            // take is not.
+            g.has(Override) || g.all(&[Privilege, DirectiveToModel]),
             c(
                 "override",
                 High,
@@ -580,10 +598,12 @@ fn definition(g: &Signals) -> Option<Combination> {
             ),
         ),
         (
+            // "You must provide your API key" is how a tool asks for its credential: context,
+            // not an alert.
             g.all(&[ActOnSensitive, DirectiveToModel]),
             c(
                 "credential_directive",
-                High,
+                Low,
                 &[ActOnSensitive, DirectiveToModel],
             ),
         ),

@@ -63,6 +63,11 @@ impl SessionTools {
     pub fn is_empty(&self) -> bool {
         self.servers_by_tool.is_empty()
     }
+
+    /// Whether some server of the session has a tool of this name.
+    pub fn knows(&self, tool: &str) -> bool {
+        self.servers_by_tool.contains_key(&tool_key(tool))
+    }
 }
 
 fn tool_key(name: &str) -> String {

@@ -48,6 +48,8 @@ pub(crate) enum Signal {
     Request,
     HiddenFromHumans,
     OutputDictation,
+    Urgency,
+    WhatFollows,
     // Found on the cased text or against the session.
     CasedAuthority,
     ToolReference,
@@ -58,6 +60,7 @@ pub(crate) enum Signal {
     OutputDirective,
     FakeTurn,
     TagMarkup,
+    UrgentAnnouncement,
     FramedDirective,
     AddressedDirective,
     LabelledDirective,
@@ -73,7 +76,7 @@ pub(crate) enum Signal {
 
 impl Signal {
     /// The word-class signals, in the order of `Classes::set`.
-    const CLASSES: [Signal; 36] = [
+    const CLASSES: [Signal; 38] = [
         Signal::Obligation,
         Signal::You,
         Signal::AddressedModel,
@@ -110,6 +113,8 @@ impl Signal {
         Signal::Request,
         Signal::HiddenFromHumans,
         Signal::OutputDictation,
+        Signal::Urgency,
+        Signal::WhatFollows,
     ];
 
     fn bit(self) -> u64 {
@@ -154,6 +159,8 @@ impl Signal {
             Self::Request => "request",
             Self::HiddenFromHumans => "hidden_from_humans",
             Self::OutputDictation => "dictates_answer",
+            Self::Urgency => "urgency",
+            Self::WhatFollows => "what_follows",
             Self::CasedAuthority => "authority",
             Self::ToolReference => "tool_reference",
             Self::NamesSessionTool => "names_session_tool",
@@ -162,6 +169,7 @@ impl Signal {
             Self::OutputDirective => "directive_about_answer",
             Self::FakeTurn => "directive_in_fake_turn",
             Self::TagMarkup => "role_tag",
+            Self::UrgentAnnouncement => "urgent_announcement",
             Self::FramedDirective => "directive_in_markup",
             Self::AddressedDirective => "directive_after_address",
             Self::LabelledDirective => "labelled_directive",
@@ -253,7 +261,13 @@ const FRAME: usize = 800;
 const ADDRESS_FRAME: usize = 400;
 
 pub(crate) struct Classes {
-    set: RegexSet,
+    /// The word classes that may match anywhere, run once over the whole text: a class
+    /// absent from the text is not looked for sentence by sentence.
+    unanchored: RegexSet,
+    unanchored_idx: Vec<usize>,
+    /// Classes anchored at a sentence's start (imperatives, labels): looked for in every
+    /// sentence, which costs a try at its first byte.
+    anchored_idx: Vec<usize>,
     each: Vec<Regex>,
     cased_authority: Regex,
     tool_reference: Regex,
@@ -288,7 +302,7 @@ impl Classes {
                 Signal::TaskHijack => words::TASK_HIJACK.into(),
                 Signal::UserReference => words::USER_REF.into(),
                 Signal::Speech => words::speech(),
-                Signal::Override => words::OVERRIDE.into(),
+                Signal::Override => format!("{}|{}", words::OVERRIDE, words::OVERRIDE_I18N),
                 Signal::Privilege => words::PRIVILEGE.into(),
                 Signal::Secrecy => words::secrecy(),
                 Signal::SensitiveWord => words::SENSITIVE_WORD.into(),
@@ -314,10 +328,14 @@ impl Classes {
                 Signal::Request => words::request(),
                 Signal::HiddenFromHumans => words::HIDDEN_FROM_HUMANS.into(),
                 Signal::OutputDictation => words::OUTPUT_DICTATION.into(),
+                Signal::Urgency => words::URGENCY.into(),
+                Signal::WhatFollows => words::WHAT_FOLLOWS.into(),
                 other => unreachable!("{other:?} is not a word class"),
             })
             .collect();
-        let set = RegexSetBuilder::new(&patterns)
+        let (anchored_idx, unanchored_idx): (Vec<usize>, Vec<usize>) =
+            (0..patterns.len()).partition(|&i| patterns[i].contains('^'));
+        let unanchored = RegexSetBuilder::new(unanchored_idx.iter().map(|&i| &patterns[i]))
             .unicode(false)
             .size_limit(128 << 20)
             .dfa_size_limit(128 << 20)
@@ -327,7 +345,9 @@ impl Classes {
             .map(|p| build(p))
             .collect::<Result<_, _>>()?;
         Ok(Self {
-            set,
+            unanchored,
+            unanchored_idx,
+            anchored_idx,
             each,
             cased_authority: build(words::CASED_AUTHORITY)?,
             tool_reference: build(words::TOOL_REFERENCE)?,
@@ -352,8 +372,16 @@ impl Classes {
     ) -> Signals {
         let mut sig = Signals::default();
         let mut windows = Windows::default();
+        let mut candidates = self.anchored_idx.clone();
+        candidates.extend(
+            self.unanchored
+                .matches(lower.as_bytes())
+                .iter()
+                .map(|i| self.unanchored_idx[i]),
+        );
+        candidates.sort_unstable();
         for Sentence { start: a, end: b } in sentences::split(cased) {
-            let f = self.flags(cased, lower, a, b, kind, cx, quoted_example);
+            let f = self.flags(cased, lower, (a, b), &candidates, kind, cx, quoted_example);
             for &(s, x, y) in &f.spans {
                 sig.add(s, x, y);
             }
@@ -368,8 +396,8 @@ impl Classes {
         &self,
         cased: &str,
         lower: &str,
-        a: usize,
-        b: usize,
+        (a, b): (usize, usize),
+        candidates: &[usize],
         kind: Kind,
         cx: &Context,
         quoted_example: &dyn Fn(&str, usize, usize) -> bool,
@@ -377,17 +405,17 @@ impl Classes {
         use Signal::*;
         let mut f = Flags::default();
         let s = &lower.as_bytes()[a..b];
-        for i in self.set.matches(s).iter() {
+        for &i in candidates {
             let signal = Signal::CLASSES[i];
-            let found = self.each[i].captures_iter(s).find_map(|c| {
-                let m = c.get(0)?;
+            // `find_iter`, not `captures_iter`: captures cost an allocation per search, and
+            // the one group needed (an imperative's verb) is the match's second-last word.
+            let found = self.each[i].find_iter(s).find_map(|m| {
                 let keep = match signal {
                     AddressedModel => !self.model_noun_topic.is_match(&s[m.end()..]),
                     Markup => !markup_is_sample(s, m.start(), m.end()),
-                    GenericImperative => c
-                        .get(1)
-                        .and_then(|w| std::str::from_utf8(w.as_bytes()).ok())
-                        .is_some_and(|w| !words::is_not_a_verb(w)),
+                    GenericImperative => {
+                        leading_verb(m.as_bytes()).is_some_and(|w| !words::is_not_a_verb(w))
+                    }
                     _ => true,
                 };
                 // The phrases people quote when they write about injection; a destination or
@@ -461,7 +489,19 @@ impl Classes {
     ) {
         use Signal::*;
         let s = &lower.as_bytes()[a..b];
-        if f.any(&[Markup, AiLabel, HtmlComment, HiddenFromHumans]) {
+        // Role tags and brackets (`<system>`, `[INST]`); a line that starts "Instructions:" or
+        // "## System" only in results: descriptions are instructions, and say so.
+        let tag = f.has(Markup)
+            && f.spans
+                .iter()
+                .find(|(s, ..)| *s == Markup)
+                .is_some_and(|&(_, x, _)| matches!(lower.as_bytes()[x], b'<' | b'['));
+        if tag {
+            sig.add(TagMarkup, a, b);
+        }
+        let frames = f.any(&[AiLabel, HtmlComment, HiddenFromHumans])
+            || (f.has(Markup) && (tag || kind == Kind::Output));
+        if frames {
             windows.framed = Some(b + FRAME);
         }
         if f.has(AddressedModel) {
@@ -488,13 +528,10 @@ impl Classes {
         if in_turn && directive {
             sig.add(FakeTurn, a, b);
         }
-        if f.has(Markup)
-            && f.spans
-                .iter()
-                .find(|(s, ..)| *s == Markup)
-                .is_some_and(|&(_, x, _)| matches!(lower.as_bytes()[x], b'<' | b'['))
-        {
-            sig.add(TagMarkup, a, b);
+        // "The instructions that follow demand immediate execution": the reader's task is
+        // about to be replaced, whatever the new one is.
+        if f.any(&[InstructionAnnounce, WhatFollows]) && f.has(Urgency) {
+            sig.add(UrgentAnnouncement, a, b);
         }
         let you_must = f.has(You) && f.has(Obligation);
         let aimed = match kind {
@@ -554,6 +591,19 @@ impl Classes {
             sig.add(AgainstOtherTools, a, b);
         }
     }
+}
+
+/// The verb of a generic imperative match ("- please grab the"): its second-last word, without
+/// the bullets or quotes stuck to it.
+fn leading_verb(m: &[u8]) -> Option<&str> {
+    let mut words = m
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .rev();
+    words.next()?;
+    let word = words.next()?;
+    let start = word.iter().position(|c| c.is_ascii_lowercase())?;
+    std::str::from_utf8(&word[start..]).ok()
 }
 
 /// A line-start `system:` followed by a quote, a brace or nothing is a configuration sample
