@@ -21,24 +21,26 @@ pub(crate) struct Combination {
     /// The finding's rule id after `intent.`.
     pub id: &'static str,
     pub severity: Severity,
-    pub category: Category2,
+    pub aim: Aim,
     /// The signals that make it hold, in the order they explain it; the first one found is
     /// the finding's span.
     pub because: &'static [Signal],
 }
 
-/// `Category` is not `Copy`; the two an intent finding can have.
+/// What a combination does to the model, which names the finding's category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Category2 {
-    HiddenInstructions,
-    ToolManipulation,
+pub(crate) enum Aim {
+    /// Instructions to the model: `hidden_instructions`.
+    Instruct,
+    /// Steering the model's choice of tools: `tool_manipulation`.
+    Steer,
 }
 
-impl Category2 {
+impl Aim {
     pub(crate) fn category(self) -> Category {
         match self {
-            Self::HiddenInstructions => Category::HiddenInstructions,
-            Self::ToolManipulation => Category::ToolManipulation,
+            Self::Instruct => Category::HiddenInstructions,
+            Self::Steer => Category::ToolManipulation,
         }
     }
 }
@@ -47,7 +49,7 @@ const fn c(id: &'static str, severity: Severity, because: &'static [Signal]) -> 
     Combination {
         id,
         severity,
-        category: Category2::HiddenInstructions,
+        aim: Aim::Instruct,
         because,
     }
 }
@@ -56,7 +58,7 @@ const fn steer(id: &'static str, severity: Severity, because: &'static [Signal])
     Combination {
         id,
         severity,
-        category: Category2::ToolManipulation,
+        aim: Aim::Steer,
         because,
     }
 }

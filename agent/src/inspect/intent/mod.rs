@@ -226,7 +226,7 @@ fn finding(
     );
     let mut f = super::engine::finding(
         &format!("intent.{}", combo.id),
-        combo.category.category(),
+        combo.aim.category(),
         combo.severity,
         field,
         piece,
