@@ -70,7 +70,7 @@ fn compile_builtin(id: &'static str, pattern: &str) -> Result<Regex, InspectErro
 /// bounded repetitions `{a,N}` lose their upper bound (`{0,N}` -> `*`, `{1,N}` -> `+`). Bounded repetitions multiply lazy-DFA
 /// states (every counter position is a distinct state); unbounded loops do not. The exact
 /// pattern still decides the match.
-fn relax(p: &str) -> String {
+pub(crate) fn relax(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
     let mut rest = p;
     while let Some(c) = rest.chars().next() {

@@ -261,13 +261,9 @@ const FRAME: usize = 800;
 const ADDRESS_FRAME: usize = 400;
 
 pub(crate) struct Classes {
-    /// The word classes that may match anywhere, run once over the whole text: a class
-    /// absent from the text is not looked for sentence by sentence.
-    unanchored: RegexSet,
-    unanchored_idx: Vec<usize>,
-    /// Classes anchored at a sentence's start (imperatives, labels): looked for in every
-    /// sentence, which costs a try at its first byte.
-    anchored_idx: Vec<usize>,
+    /// Every word class loosened, run once over the whole text: a class absent from the
+    /// text is not looked for sentence by sentence.
+    prefilter: RegexSet,
     each: Vec<Regex>,
     cased_authority: Regex,
     tool_reference: Regex,
@@ -333,21 +329,25 @@ impl Classes {
                 other => unreachable!("{other:?} is not a word class"),
             })
             .collect();
-        let (anchored_idx, unanchored_idx): (Vec<usize>, Vec<usize>) =
-            (0..patterns.len()).partition(|&i| patterns[i].contains('^'));
-        let unanchored = RegexSetBuilder::new(unanchored_idx.iter().map(|&i| &patterns[i]))
-            .unicode(false)
-            .size_limit(128 << 20)
-            .dfa_size_limit(128 << 20)
-            .build()?;
+        // A prefilter over the whole text only says which classes to look for: each pattern
+        // loosened to a superset (anchors dropped, since a sentence starts mid-text; bounded
+        // repetitions unbounded, which keeps its lazy DFA small). The exact pattern decides,
+        // sentence by sentence.
+        let prefilter = RegexSetBuilder::new(
+            patterns
+                .iter()
+                .map(|p| crate::inspect::engine::relax(&unanchor(p))),
+        )
+        .unicode(false)
+        .size_limit(128 << 20)
+        .dfa_size_limit(128 << 20)
+        .build()?;
         let each = patterns
             .iter()
             .map(|p| build(p))
             .collect::<Result<_, _>>()?;
         Ok(Self {
-            unanchored,
-            unanchored_idx,
-            anchored_idx,
+            prefilter,
             each,
             cased_authority: build(words::CASED_AUTHORITY)?,
             tool_reference: build(words::TOOL_REFERENCE)?,
@@ -372,14 +372,7 @@ impl Classes {
     ) -> Signals {
         let mut sig = Signals::default();
         let mut windows = Windows::default();
-        let mut candidates = self.anchored_idx.clone();
-        candidates.extend(
-            self.unanchored
-                .matches(lower.as_bytes())
-                .iter()
-                .map(|i| self.unanchored_idx[i]),
-        );
-        candidates.sort_unstable();
+        let candidates: Vec<usize> = self.prefilter.matches(lower.as_bytes()).iter().collect();
         for Sentence { start: a, end: b } in sentences::split(cased) {
             let f = self.flags(cased, lower, (a, b), &candidates, kind, cx, quoted_example);
             for &(s, x, y) in &f.spans {
@@ -593,6 +586,23 @@ impl Classes {
     }
 }
 
+/// `p` without its anchors (`^`, `(?m)`), a superset of it anywhere in a text. A `^` that
+/// negates a class (`[^...]`) or is escaped stays.
+fn unanchor(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut prev = '\0';
+    let mut escaped = false;
+    for c in p.replace("(?m)", "").chars() {
+        let anchor = c == '^' && !escaped && prev != '[';
+        if !anchor {
+            out.push(c);
+        }
+        escaped = c == '\\' && !escaped;
+        prev = c;
+    }
+    out
+}
+
 /// The verb of a generic imperative match ("- please grab the"): its second-last word, without
 /// the bullets or quotes stuck to it.
 fn leading_verb(m: &[u8]) -> Option<&str> {
@@ -629,4 +639,15 @@ pub(crate) enum Whose {
     SameServer,
     /// A tool only another server of the session has.
     OtherServer,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unanchored_patterns_keep_negated_classes_and_escapes() {
+        assert_eq!(unanchor(r"(?m)^[>*-]*\s?system:"), r"[>*-]*\s?system:");
+        assert_eq!(unanchor(r"[^.\n]{0,40}\^x|^a"), r"[^.\n]{0,40}\^x|a");
+    }
 }
