@@ -4,7 +4,7 @@ CARGO ?= cargo
 STATE_DIR ?= $(CURDIR)/.state
 POLICY ?= $(CURDIR)/policies/default.yaml
 
-.PHONY: setup build run test lint unit fuzz fuzz-smoke bench detector-score packages clean
+.PHONY: setup build run test lint unit fuzz fuzz-smoke bench detector-score model packages clean
 
 setup:
 	@bash scripts/setup.sh
@@ -53,6 +53,11 @@ packages: build
 detector-score: setup
 	$(CARGO) run --release -p agentsh --example detector_score
 	$(CARGO) run --release -p agentsh --example corpus_score
+
+# Retrains the learned second opinion on tool results (agent/src/inspect/learned/model.bin) from
+# the tune split of tests/corpus; needed after any change to the intent layer's word classes.
+model: setup
+	$(CARGO) run --release -p agentsh --example train_injection_model
 
 clean:
 	$(CARGO) clean

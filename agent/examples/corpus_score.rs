@@ -26,7 +26,9 @@ use std::time::Instant;
 use agentsh::inspect::{
     Detector, DetectorOptions, Finding, Scope, SessionTools, Severity, max_severity,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
+
+mod support;
 
 struct Args {
     corpus: PathBuf,
@@ -119,24 +121,6 @@ impl Tally {
     }
 }
 
-fn files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "jsonl")
-            // Threats in code, a name or a schema, not in words: not a description scanner's
-            // to find or clear.
-            && ![".code-only.jsonl", ".not-scored.jsonl"]
-                .iter()
-                .any(|side| path.to_string_lossy().ends_with(side))
-        {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -146,25 +130,13 @@ fn main() -> ExitCode {
         }
     };
     let detector = Detector::new(DetectorOptions::default()).expect("built-in rules compile");
-    let mut paths = Vec::new();
-    if let Err(e) = files(&args.corpus, &mut paths) {
-        eprintln!("{}: {e}", args.corpus.display());
-        return ExitCode::from(2);
-    }
-    paths.sort();
-    let mut records = Vec::new();
-    for path in &paths {
-        let text = std::fs::read_to_string(path).expect("readable corpus file");
-        for (n, line) in text.lines().enumerate() {
-            match serde_json::from_str::<Value>(line) {
-                Ok(v) => records.push(v),
-                Err(e) => {
-                    eprintln!("{}:{}: {e}", path.display(), n + 1);
-                    return ExitCode::from(2);
-                }
-            }
+    let records = match support::corpus::load(&args.corpus) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return ExitCode::from(2);
         }
-    }
+    };
     let mut sessions: BTreeMap<String, SessionTools> = BTreeMap::new();
     for r in records.iter().filter(|r| r["kind"] == "definition") {
         if let Some(name) = r["tool"]["name"].as_str() {
@@ -191,10 +163,9 @@ fn main() -> ExitCode {
         };
         let findings = match kind.as_str() {
             "definition" => detector.scan_tool_in(&record["tool"], Some(&scope)),
-            "result" => detector.scan_output_in(
-                &json!({"content": [{"type": "text", "text": record["text"]}]}),
-                Some(&scope),
-            ),
+            "result" => {
+                detector.scan_output_in(&support::corpus::result_value(record), Some(&scope))
+            }
             other => {
                 eprintln!("{}: unknown kind `{other}`", field("id"));
                 return ExitCode::from(2);

