@@ -5,12 +5,15 @@
 //! cargo run --release -p agentsh --example train_injection_model -- [CORPUS_DIR] [--out PATH]
 //! ```
 //! (`make model`). Deterministic: the same corpus and word classes give the same file.
+//! `TRAIN_SHOW_BENIGN=1` also prints, per source, the benign sentences the model trained
+//! without that source scores highest: where its false positives would come from.
 //!
 //! What it learns from:
 //! - A benign result: each of its sentences is an instruction-free example.
 //! - An injected result: the injected string (`meta.payload`, else the whole text) is a bag of
-//!   sentences of which at least one is the instruction. The first round takes them all as
-//!   positive; the second keeps, per bag, those the first round scored at 0.5 or more (at least
+//!   sentences of which at least one is the instruction; only sentences carrying some word
+//!   class are candidates (the trivia question a trigger carries has none), unless none does.
+//!   The first round takes the candidates as positive; the second keeps, per bag, those the first round scored at 0.5 or more (at least
 //!   its best one): a trigger's "answer this instead:" is learned, the trivia question after it
 //!   is not. The carrier around a payload found in the text ("Dear John, ...") is benign.
 //! - Each source weighs by the square root of its size, so no one style rules the model.
@@ -32,7 +35,7 @@ mod support;
 
 const EPOCHS: usize = 8;
 const LEARNING_RATE: f32 = 0.2;
-/// Chosen on the out-of-source detection at `high` (1e-5, 1e-4, 1e-3, 1e-2 tried).
+/// Chosen on the out-of-source detection at `high` (1e-5 to 1e-2 tried; 1e-4 and 1e-3 tie).
 const L2: f32 = 1e-3;
 /// Benign results a threshold may let through: 0.5% at `high`, 2% at `medium`.
 const HIGH_FP: f64 = 0.005;
@@ -97,6 +100,7 @@ fn main() -> Result<()> {
 
     // Out-of-source scores: each source judged by a model that never saw it.
     let mut held_out: Vec<(&Doc, f32)> = Vec::new();
+    // TRAIN_SHOW_BENIGN=1 prints the benign sentences each held-out source scores highest on.
     let debug = std::env::var_os("TRAIN_SHOW_BENIGN").is_some();
     for source in &sources {
         let train: Vec<&Doc> = docs.iter().filter(|d| d.source != *source).collect();
@@ -132,13 +136,6 @@ fn main() -> Result<()> {
         .filter(|(d, _)| !d.attack)
         .map(|(_, s)| *s)
         .collect();
-    if std::env::var_os("TRAIN_SHOW_BENIGN").is_some() {
-        let mut worst: Vec<&(&Doc, f32)> = held_out.iter().filter(|(d, _)| !d.attack).collect();
-        worst.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for (d, s) in worst.iter().take(15) {
-            println!("  benign {} {s:.4}", d.source);
-        }
-    }
     let high = threshold(&benign, HIGH_FP).max(MIN_HIGH);
     let medium = threshold(&benign, MEDIUM_FP).max(MIN_MEDIUM).min(high);
     println!("\nout of source (each source scored by a model trained on the others):");

@@ -56,6 +56,8 @@ FILES = {
     "doomarena": "doomarena/doomarena.jsonl",
     "repo-files": "repo-files/repo-files.jsonl",
     "npm-servers-3": "npm-servers-3/npm-servers-3.jsonl",
+    "pyrit": "pyrit/pyrit.jsonl",
+    "llm-guard": "llm-guard/llm-guard.jsonl",
 }
 # whole sources never used for tuning
 HOLDOUT = {"spikee", "cyberseceval", "aib", "agentthreatbench", "codeipi",

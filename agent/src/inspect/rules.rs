@@ -661,7 +661,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "evasion.bypass_security",
         DefenseEvasion,
         [H, N, N],
-        r"\b(?:bypass\w*|evad\w*|evasion|circumvent\w*|disabl\w*|defeat\w*|tamper\w*|blind\w*|unhook\w*|neutrali[sz]\w*|turn\w*\s+off|get(?:ting)?\s+around|patch\w*\s+out)\b{G30}\b(?:security|protections?|antivirus|anti-virus|edr|xdr|defender|amsi|etw|event\s+tracing|applocker|uac|selinux|apparmor|tcc|gatekeeper|logging|audit\w*|integrity|restrictions?|whitelist\w*|allowlist\w*|sandbox\w*|authentication|2fa|mfa|firewall|waf|ids|ips|detection|monitoring|hooks|signatures?|code\s+signing|execution\s+polic\w*|root\s+squash|safety|guardrails?|content\s+filter\w*|csp|same-origin|access\s+controls?)\b",
+        r"\b(?:bypass\w*|evad\w*|evasion|circumvent\w*|disabl\w*|defeat\w*|tamper\w*|blind\w*|unhook\w*|neutrali[sz]\w*|turn\w*\s+off|get(?:ting)?\s+around|patch\w*\s+out)\b{G30}\b(?:security|protections?|antivirus|anti-virus|edr|xdr|defender|amsi|etw|event\s+tracing|applocker|uac|selinux|apparmor|tcc|gatekeeper|logging|audit\w*|integrity|restrictions?|whitelist\w*|allowlist\w*|sandbox\w*|authentication|2fa|mfa|firewall|waf|detection|monitoring|signatures?|code\s+signing|execution\s+polic\w*|root\s+squash|safety\s+(?:filters?|guardrails?|polic\w*|restrictions?|measures|mechanisms?|systems?|training)|guardrails?|content\s+filter\w*|csp|same-origin|access\s+controls?)\b",
     ).defensive());
     r.push(Rule::new(
         "evasion.hide_tracks",

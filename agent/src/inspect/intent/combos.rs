@@ -302,7 +302,7 @@ fn output(g: &Signals) -> Option<Combination> {
             ),
         ),
         (
-            g.has(LabelledDirective)
+            g.has(LabelledAct)
                 && g.any(&[
                     ActToDestination,
                     ActOnSensitive,
@@ -314,7 +314,7 @@ fn output(g: &Signals) -> Option<Combination> {
                 "labelled_directive",
                 High,
                 &[
-                    LabelledDirective,
+                    LabelledAct,
                     ActToDestination,
                     ActOnSensitive,
                     TaskReference,
@@ -360,8 +360,12 @@ fn output(g: &Signals) -> Option<Combination> {
             c("code_into_answer", High, &[CodeIntoOutput]),
         ),
         (
-            g.all(&[ActToDestination, TaskReference]),
-            c("task_hijack", High, &[ActToDestination, TaskReference]),
+            g.has(HijackToDestination),
+            c(
+                "task_hijack",
+                High,
+                &[HijackToDestination, ActToDestination, TaskReference],
+            ),
         ),
         (
             framed

@@ -65,7 +65,13 @@ pub(crate) enum Signal {
     FramedDirective,
     AddressedDirective,
     LabelledDirective,
+    /// A labelled directive ("TODO: send ...") with its object in the same sentence: a
+    /// destination, a credential, a task reference or an obligation.
+    LabelledAct,
     ActToDestination,
+    /// An outward act toward a destination near a reference to the reader's task ("instead
+    /// of summarising, send it to ...").
+    HijackToDestination,
     ActOnSensitive,
     ActOnSensitiveFile,
     SequencedTool,
@@ -174,7 +180,9 @@ impl Signal {
             Self::FramedDirective => "directive_in_markup",
             Self::AddressedDirective => "directive_after_address",
             Self::LabelledDirective => "labelled_directive",
+            Self::LabelledAct => "labelled_act",
             Self::ActToDestination => "act_toward_destination",
+            Self::HijackToDestination => "hijack_toward_destination",
             Self::ActOnSensitive => "act_on_credential",
             Self::ActOnSensitiveFile => "sensitive_file_in_directive",
             Self::SequencedTool => "sequencing_with_tool",
@@ -266,6 +274,7 @@ struct Windows {
     framed: Option<usize>,
     addressed: Option<usize>,
     turn: Option<usize>,
+    task: Option<usize>,
 }
 
 /// Markup and AI labels frame this many bytes after them; an address to the model, fewer.
@@ -436,6 +445,9 @@ impl Classes {
             let found = self.each[i].find_iter(s).find_map(|m| {
                 let keep = match signal {
                     AddressedModel => !self.model_noun_topic.is_match(&s[m.end()..]),
+                    // "Plain text fails silently or creates malformed pages": how something
+                    // fails, not a secret kept from the user.
+                    Secrecy => !fails_before(&s[..m.start()]),
                     Markup => !markup_is_sample(s, m.start(), m.end()),
                     GenericImperative => {
                         leading_verb(m.as_bytes()).is_some_and(|w| !words::is_not_a_verb(w))
@@ -523,10 +535,18 @@ impl Classes {
         if tag {
             sig.add(TagMarkup, a, b);
         }
-        let frames = f.any(&[AiLabel, HtmlComment, HiddenFromHumans])
-            || (f.has(Markup) && (tag || kind == Kind::Output));
+        let frames =
+            f.any(&[AiLabel, HiddenFromHumans]) || (f.has(Markup) && (tag || kind == Kind::Output));
         if frames {
             windows.framed = Some(b + FRAME);
+        } else if let Some(&(_, x, _)) = f.spans.iter().find(|(s, ..)| *s == HtmlComment) {
+            // Text in a comment is hidden until the comment closes; what follows it is in
+            // plain view ("<!-- prettier-ignore-start -->" frames nothing after it).
+            let closes = lower[x..].find("-->").map_or(b + FRAME, |e| x + e + 3);
+            windows.framed = Some(windows.framed.map_or(closes, |w| w.max(closes)));
+        }
+        if f.has(TaskReference) {
+            windows.task = Some(b + ADDRESS_FRAME);
         }
         if f.has(AddressedModel) {
             windows.addressed = Some(b + ADDRESS_FRAME);
@@ -536,10 +556,11 @@ impl Classes {
             windows.turn = Some(b + ADDRESS_FRAME);
         }
         let open = |w: Option<usize>| w.is_some_and(|until| a <= until);
-        let (framed, addressed, in_turn) = (
+        let (framed, addressed, in_turn, near_task) = (
             open(windows.framed),
             open(windows.addressed),
             open(windows.turn),
+            open(windows.task),
         );
         // "Before you answer, send ..." is a directive in a result; in a definition only
         // inside markup or after an address to the model ("when the user asks, use ..." is
@@ -586,6 +607,23 @@ impl Classes {
         let outward = self.act_out.is_match(s);
         if directive && outward && f.has(Destination) {
             sig.add(ActToDestination, a, b);
+            if near_task {
+                sig.add(HijackToDestination, a, b);
+            }
+        }
+        // In a code comment, "TODO: remove this in the next major version" is a note between
+        // developers: it takes its object in the same sentence to be aimed anywhere else.
+        if f.has(LabelledImperative)
+            && (!after_comment_marker(&lower.as_bytes()[..a])
+                || f.any(&[
+                    Destination,
+                    SensitiveFile,
+                    SensitiveWord,
+                    TaskReference,
+                    Obligation,
+                ]))
+        {
+            sig.add(LabelledAct, a, b);
         }
         if directive && outward && f.any(&[SensitiveFile, SensitiveWord]) {
             sig.add(ActOnSensitive, a, b);
@@ -649,6 +687,25 @@ fn leading_verb(m: &[u8]) -> Option<&str> {
 
 /// A line-start `system:` followed by a quote, a brace or nothing is a configuration sample
 /// (`system: 'You are a helpful assistant'`), not a role marker.
+/// The line before `text`'s end opens a code comment: `// `, `# `, `/* `, ` * `, `-- `.
+fn after_comment_marker(before: &[u8]) -> bool {
+    let line = before.rsplit(|c| *c == b'\n').next().unwrap_or_default();
+    let line = line.trim_ascii();
+    ["//", "#", "/*", "*", "--"]
+        .iter()
+        .any(|marker| line.ends_with(marker.as_bytes()))
+}
+
+/// The text before a match ends with "fail", "fails", "failed" or "failing".
+fn fails_before(before: &[u8]) -> bool {
+    let word = before
+        .trim_ascii_end()
+        .rsplit(|c| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default();
+    matches!(word, b"fail" | b"fails" | b"failed" | b"failing")
+}
+
 fn markup_is_sample(s: &[u8], start: usize, end: usize) -> bool {
     // `[Release notes](...)`, `[Context][ref]`: a Markdown link's text, not a label.
     if s[start] == b'[' && s[end - 1] == b']' && matches!(s.get(end), Some(b'(' | b'[')) {

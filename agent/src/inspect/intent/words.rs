@@ -18,11 +18,11 @@ pub(super) const ACT_OUT: &str = r"(?:send|transfer|wire|pay|e-?mail|forward|pos
 /// Not "Step 1:": installation guides are full of them.
 const LABEL: &str = r"(?:#{2,}\s*\([a-z_ ]{2,30}\)\s*|#+\s*(?:system|instructions?|admin|assistant)[a-z_ ]{0,20}\s*|\[[a-z_ ]{2,30}\]\s*|(?:[a-z]+_)?(?:todo|note|task|action|instructions?)\s*:\s*)";
 
-/// What may precede the verb of an imperative sentence: bullets, quotes, a label, a short
-/// "Reminder:" lead-in, politeness and sequencing adverbs.
+/// What may precede the verb of an imperative sentence: bullets, quotes, the opening of an HTML
+/// comment, a label, a short "Reminder:" lead-in, politeness and sequencing adverbs.
 fn imperative_prefix() -> String {
     format!(
-        r#"^(?:[-*>\d.)\s'"`(\[{{]|•)*(?:{LABEL})?(?:[a-z ]{{1,20}}:\s+)?(?:(?:please|kindly|now|also|then|first|finally|immediately|just|do|next|afterwards)[,\s]+)*"#
+        r#"^(?:<!--|[-*>\d.)\s'"`(\[{{]|•)*(?:{LABEL})?(?:[a-z ]{{1,20}}:\s+)?(?:(?:please|kindly|now|also|then|first|finally|immediately|just|do|next|afterwards)[,\s]+)*"#
     )
 }
 
@@ -35,7 +35,7 @@ pub(super) fn imperative() -> String {
 /// not be a function word or carry a noun or adjective suffix (checked in `signals`).
 pub(super) fn generic_imperative() -> String {
     format!(
-        r#"^(?:[-*>\d.)\s'"`(\[{{]|•)*(?:{LABEL})?(?:please\s+)?([a-z]{{3,14}})\s+(?:the|a|an|all|more|your|my|this|these|every|each|any|some|it|them|me|us|him|her)\b"#
+        r#"^(?:<!--|[-*>\d.)\s'"`(\[{{]|•)*(?:{LABEL})?(?:please\s+)?([a-z]{{3,14}})\s+(?:the|a|an|all|more|your|my|this|these|every|each|any|some|it|them|me|us|him|her)\b"#
     )
 }
 
@@ -48,7 +48,7 @@ pub(super) fn clause_imperative() -> String {
 
 /// A label directly followed by a verb: `TODO: send ...`, `###(system_message) Visit ...`.
 pub(super) fn labelled_imperative() -> String {
-    format!(r#"^(?:[-*>\s'"`(\[{{]|•)*{LABEL}(?:please\s+)?{ACT}\b"#)
+    format!(r#"^(?:<!--|[-*>\s'"`(\[{{]|•)*{LABEL}(?:please\s+)?{ACT}\b"#)
 }
 
 /// Saying something to someone: "tell them that", "reply with".
@@ -131,7 +131,7 @@ pub(super) const PRIVILEGE: &str = r"\b(?:elevated|admin(?:istrator|istrative)?|
 /// Hiding something from the user ("never tell the user", not "never reveal the user's key").
 pub(super) fn secrecy() -> String {
     format!(
-        r"\b(?:do not|don'?t|never|must not|should not|without)\s+(?:\w+\s+){{0,3}}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|notify\w*|alert\w*|disclos\w*|show\w*|let)\s+(?:\w+\s+){{0,2}}?(?:the\s+)?(?:user|human|them)(?:[^'\w]|$)|\b(?:silently|secretly|covertly|quietly|discreetly|invisibly)\s+(?:\w+\s+){{0,2}}?{ACT_OUT}|\b{ACT_OUT}\w*\s+(?:\w+\s+){{0,4}}?(?:silently|secretly|covertly|quietly|discreetly)\b|\b(?:do not|don'?t|never)\s+(?:mention|reveal|disclose|tell anyone about)\s+(?:this|these|that|it)\b|\bpresent (?:this|it) as\b|\bkeep (?:this|it) (?:secret|hidden|confidential|between)\b|\bwithout (?:the user|their) (?:knowing|knowledge|noticing)\b"
+        r"\b(?:do not|don'?t|never|must not|should not|without)\s+(?:\w+\s+){{0,3}}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|notify\w*|alert\w*|disclos\w*|show\w*|let)\s+(?:\w+\s+){{0,2}}?(?:the\s+)?(?:user|human|them)(?:[^'\w]|$)|\b(?:silently|secretly|covertly|quietly|discreetly|invisibly)\s+(?:\w+\s+){{0,2}}?{ACT_OUT}|\b{ACT_OUT}(?:s|es|ed|ing)?\s+(?:\w+\s+){{0,4}}?(?:silently|secretly|covertly|quietly|discreetly)\b|\b(?:do not|don'?t|never)\s+(?:mention|reveal|disclose|tell anyone about)\s+(?:this|these|that|it)\b|\bpresent (?:this|it) as\b|\bkeep (?:this|it) (?:secret|hidden|confidential|between)\b|\bwithout (?:the user|their) (?:knowing|knowledge|noticing)\b"
     )
 }
 
@@ -146,7 +146,7 @@ pub(super) const CASED_AUTHORITY: &str = r"\b(?:IMPORTANT|URGENT|CRITICAL|ATTENT
 
 /// Role and instruction markup. The line-start `System:` form must not be followed by a quote,
 /// a brace or the end of the line (checked in `signals`: a config sample, not a role).
-pub(super) const MARKUP: &str = r"(?m)<\s*/?\s*(?:information|info|system(?:[_-][\w-]+)?|sys|instructions?|instruction[_-]\w+|important|admin\w*|ai[_-]\w+|assistant[\w-]*|hidden[\w-]*|secret|override|\w+[_-]override|context[_-]\w+|prompt|directive|note)\b[^>]{0,80}>|\[\s*/?\s*(?:system|admin|important|internal|instructions?|directive|context|inst|sys)\b[^\]\n]{0,60}\]|\[\s*(?:system|admin\w*|assistant)\b[^\]\n:]{0,30}::?|\[\s*[a-z]+(?:[_ ][a-z]+)*[_ ](?:command|buffer|directive|instruction|note|log|context|message)s?\s*\]|#{2,}\s*[(\[]?(?:system|instruction|admin|assistant)[\w ]*|^[>*-]*\s?(?:system|admin|administrator|note to (?:the )?(?:ai|assistant|model)|instructions?)\s*:|={2,}\s*[a-z_ ]+={2,}|-{3}\s*[a-z ]*(?:system|override|instruction)[a-z ]*-{3}|<\|[a-z_]+\|>|\[/?inst\]|<<\s*/?sys\s*>>";
+pub(super) const MARKUP: &str = r"(?m)<\s*/?\s*(?:information|info|system(?:[_-][\w-]+)?|sys|instructions?|instruction[_-]\w+|important|admin\w*|ai[_-]\w+|assistant[\w-]*|hidden[\w-]*|secret|override|\w+[_-]override|context[_-]\w+|prompt|directive|note)\b[^>]{0,80}>|\[\s*/?\s*(?:system|admin|important|internal|instructions?|directive|context|inst|sys)\b[^\]\n]{0,60}\]|\[\s*(?:system|admin\w*|assistant)\b[^\]\n:]{0,30}::?|\[\s*[a-z]+(?:[_ ][a-z]+)*[_ ](?:command|buffer|directive|instruction|note|log|context|message)s?\s*\]|#{2,}\s*[(\[]?(?:system|instruction|admin|assistant)[\w ]*|^[>*-]*\s?(?:system|admin|administrator|note to (?:the )?(?:ai|assistant|model)|instructions?)\s*:|={2,}\s*[a-z_ ]*(?:system|instruction|admin|override|important|assistant|prompt|directive|task|command|message|note|update|alert|context|ai|user)[a-z_ ]*={2,}|-{3}\s*[a-z ]*(?:system|override|instruction)[a-z ]*-{3}|<\|[a-z_]+\|>|\[/?inst\]|<<\s*/?sys\s*>>";
 pub(super) const HTML_COMMENT_TEXT: &str = r"<!--\s*[a-z][^>]{10,}";
 
 /// Superlatives, social proof, scarcity and urgency: advertising aimed at the tool chooser.

@@ -1,7 +1,11 @@
-//! A sentence's features, each a few string parts hashed into one of `1 << BITS` buckets:
-//! its words and word pairs (digits read as `0`), its first words, the intent layer's word
-//! classes in it and in the sentence before it, the pairs of classes in it, and its shape
-//! (an upper-case word, `!`, `:`, markup brackets, length).
+//! A sentence's features, each a few string parts hashed into one of `1 << BITS` buckets: the
+//! intent layer's word classes in it and in the sentence before it, the pairs of classes in it,
+//! its first word (digits read as `0`: imperatives lead) and its shape (an upper-case word,
+//! `!`, `:`, markup brackets, length).
+//!
+//! Not its other words: trained on them, the model learned each source's vocabulary and, scored
+//! on a source it had not seen, found a third as many injections at the same false-positive
+//! bound as it does on classes alone.
 //!
 //! The trainer and the detector call the same function, so a model always sees the features
 //! it was trained on.
@@ -13,40 +17,29 @@ use super::super::intent::ReadSentence;
 use super::class_names;
 
 /// Feature buckets: `1 << BITS` weights.
-pub const BITS: u32 = 18;
+pub const BITS: u32 = 16;
 
-/// Words read per sentence: enough for any instruction, bounded for minified JSON.
+/// Words counted per sentence: enough to tell its length class.
 const MAX_WORDS: usize = 96;
 
 /// Calls `f` with the parts of every feature of `s`; `prev` holds the word classes of the
 /// sentence before it.
 pub(crate) fn for_each_feature(s: &ReadSentence, prev: u64, f: &mut dyn FnMut(&[&str])) {
     f(&["bias"]);
-    let words: Vec<Cow<str>> = s
+    let mut words = s
         .lower
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(MAX_WORDS)
-        .map(|w| {
-            if w.bytes().any(|b| b.is_ascii_digit()) {
-                Cow::Owned(w.replace(|c: char| c.is_ascii_digit(), "0"))
-            } else {
-                Cow::Borrowed(w)
-            }
-        })
-        .collect();
-    for w in &words {
-        f(&["w", w]);
+        .filter(|w| !w.is_empty());
+    let first = words.next();
+    if let Some(first) = first {
+        let first = if first.bytes().any(|b| b.is_ascii_digit()) {
+            Cow::Owned(first.replace(|c: char| c.is_ascii_digit(), "0"))
+        } else {
+            Cow::Borrowed(first)
+        };
+        f(&["first", &first]);
     }
-    for pair in words.windows(2) {
-        f(&["b", &pair[0], &pair[1]]);
-    }
-    if let Some(first) = words.first() {
-        f(&["first", first]);
-    }
-    if let [a, b, ..] = words.as_slice() {
-        f(&["first2", a, b]);
-    }
+    let n_words = usize::from(first.is_some()) + words.take(MAX_WORDS).count();
     let classes: Vec<&str> = class_names(s.classes).collect();
     for (i, a) in classes.iter().enumerate() {
         f(&["c", a]);
@@ -68,7 +61,7 @@ pub(crate) fn for_each_feature(s: &ReadSentence, prev: u64, f: &mut dyn FnMut(&[
             f(&["shape", name]);
         }
     }
-    let len = match words.len() {
+    let len = match n_words {
         0..=2 => "0",
         3..=6 => "1",
         7..=15 => "2",
@@ -91,13 +84,10 @@ pub(crate) fn bucket(parts: &[&str]) -> u32 {
     ((h ^ (h >> 32)) as u32) & ((1 << BITS) - 1)
 }
 
-/// A feature as a person reads it: `words "ignore all"`, `classes override+imperative`.
+/// A feature as a person reads it: `starts with "ignore"`, `classes override+imperative`.
 pub(crate) fn describe(parts: &[&str]) -> String {
     match parts {
-        ["w", w] => format!("word \"{w}\""),
-        ["b", a, b] => format!("words \"{a} {b}\""),
         ["first", w] => format!("starts with \"{w}\""),
-        ["first2", a, b] => format!("starts with \"{a} {b}\""),
         ["c", c] => format!("class {c}"),
         ["cc", a, b] => format!("classes {a}+{b}"),
         ["pc", c] => format!("after a sentence with {c}"),
