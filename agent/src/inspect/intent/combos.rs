@@ -102,7 +102,7 @@ fn output(g: &Signals) -> Option<Combination> {
             SequencedTool,
             LabelledDirective,
         ]);
-    let rules: [(bool, Combination); 20] = [
+    let rules: [(bool, Combination); 21] = [
         (
             g.has(Override) && (g.any(DIRECTIVES) || g.any(&[Imperative, Privilege])),
             c(
@@ -181,6 +181,21 @@ fn output(g: &Signals) -> Option<Combination> {
             ),
         ),
         (g.has(Override), c("override", High, &[Override])),
+        (
+            g.has(AnnouncedTask),
+            c(
+                "announced_task",
+                High,
+                &[
+                    AnnouncedTask,
+                    SupersedesOthers,
+                    InstructionAnnounce,
+                    WhatFollows,
+                    Authority,
+                    Urgency,
+                ],
+            ),
+        ),
         (
             // "You are about to receive new instructions, mission-critical": a task switch
             // announced to the reader with urgency, whatever task follows.
