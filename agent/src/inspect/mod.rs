@@ -397,16 +397,35 @@ impl Detector {
             return Vec::new();
         };
         let learned = self.learned.as_ref().and_then(|m| m.judge(&reading));
+        let truncated = (doc.unread() > 0).then(|| truncated(doc.unread()));
         self.intent
             .judge(&reading)
             .into_iter()
             .chain(learned)
+            .chain(truncated)
             .collect()
     }
 
     /// Number of compiled rules (built-in and custom).
     pub fn rule_count(&self) -> usize {
         self.engine.rule_count()
+    }
+}
+
+/// Part of a text the intent layer and the learned model did not read: said, not skipped. The
+/// rule catalogue scanned all of it.
+fn truncated(unread: usize) -> Finding {
+    Finding {
+        category: Category::Custom("coverage".into()),
+        severity: Severity::Low,
+        rule: "intent.truncated".into(),
+        field: "$".into(),
+        matched: format!("{unread} bytes unread"),
+        context: format!(
+            "the intent layer reads the first {} bytes of a text; the rules read all of it",
+            intent::MAX_TEXT
+        ),
+        evidence: Vec::new(),
     }
 }
 

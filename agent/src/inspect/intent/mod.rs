@@ -114,8 +114,9 @@ impl<'a> Context<'a> {
 }
 
 /// Texts longer than this are judged on their first `MAX_TEXT` bytes: injections aimed at a
-/// model sit where a model reads, and the rule catalogue still scans everything.
-const MAX_TEXT: usize = 1 << 20;
+/// model sit where a model reads, and the rule catalogue still scans everything. What is left
+/// unread is reported (`intent.truncated`), never skipped silently.
+pub(crate) const MAX_TEXT: usize = 1 << 20;
 
 pub(crate) struct Intent {
     classes: signals::Classes,
@@ -126,6 +127,8 @@ pub(crate) struct Intent {
 pub(crate) struct Document {
     text: String,
     pieces: Vec<(usize, String)>,
+    /// Bytes of strings not taken because the document was full.
+    dropped: usize,
 }
 
 impl Document {
@@ -133,11 +136,21 @@ impl Document {
         Self {
             text: String::new(),
             pieces: Vec::new(),
+            dropped: 0,
         }
     }
 
+    /// Bytes of the document the intent layer does not read: past `MAX_TEXT`.
+    pub(crate) fn unread(&self) -> usize {
+        self.dropped + self.text.len().saturating_sub(MAX_TEXT)
+    }
+
     pub(crate) fn push(&mut self, path: &str, text: &str) {
-        if text.trim().is_empty() || self.text.len() >= MAX_TEXT {
+        if text.trim().is_empty() {
+            return;
+        }
+        if self.text.len() >= MAX_TEXT {
+            self.dropped += text.len();
             return;
         }
         if !self.text.is_empty() {

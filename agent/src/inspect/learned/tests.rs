@@ -123,3 +123,19 @@ fn the_shipped_model_leaves_plain_results_and_definitions_alone() {
     });
     assert_eq!(learned(&detector.scan_tool(&tool)), None);
 }
+
+#[test]
+fn text_past_the_intent_layers_bound_is_reported_not_skipped() {
+    let detector = crate::inspect::Detector::new(Default::default()).unwrap();
+    let page = "The weather is mild. ".repeat(60_000); // 1.26 MB
+    let findings = detector.scan_output(&result(&page));
+    let unread = page.len() - crate::inspect::intent::MAX_TEXT;
+    let f = findings
+        .iter()
+        .find(|f| f.rule == "intent.truncated")
+        .unwrap_or_else(|| panic!("no intent.truncated in {findings:#?}"));
+    assert_eq!(f.severity, Severity::Low);
+    assert_eq!(f.matched, format!("{unread} bytes unread"));
+    let short = detector.scan_output(&result("The weather is mild."));
+    assert!(short.iter().all(|f| f.rule != "intent.truncated"));
+}
