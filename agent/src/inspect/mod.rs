@@ -397,7 +397,8 @@ impl Detector {
             return Vec::new();
         };
         let learned = self.learned.as_ref().and_then(|m| m.judge(&reading));
-        let truncated = (doc.unread() > 0).then(|| truncated(doc.unread()));
+        let unread = doc.unread();
+        let truncated = (unread > 0).then(|| truncated(unread));
         self.intent
             .judge(&reading)
             .into_iter()

@@ -174,17 +174,18 @@ impl Model {
         }
         let mut buckets = Vec::new();
         let mut prev = 0;
-        let mut best: Option<(f32, (usize, usize), u64, u64)> = None;
+        let mut best: Option<(f32, ReadSentence, u64)> = None;
         for s in reading.sentences() {
             buckets.clear();
             for_each_feature(&s, prev, &mut |parts| buckets.push(features::bucket(parts)));
             let p = self.score(&buckets);
-            if best.is_none_or(|(b, ..)| p > b) {
-                best = Some((p, s.span, s.classes, prev));
+            let classes = s.classes;
+            if best.as_ref().is_none_or(|(b, ..)| p > *b) {
+                best = Some((p, s, prev));
             }
-            prev = s.classes;
+            prev = classes;
         }
-        let (p, span, classes, prev) = best?;
+        let (p, sentence, prev) = best?;
         // Between the two thresholds the score is context (`low`, never an alert): at the
         // `medium` threshold 2% of benign results of unseen styles would alert.
         let severity = if p >= self.file.high {
@@ -194,15 +195,18 @@ impl Model {
         } else {
             return None;
         };
-        let sentence = reading
-            .sentences()
-            .find(|s| s.span == span && s.classes == classes)?;
         let mut evidence = vec![Evidence {
             signal: "score".into(),
             text: format!("{p:.3}"),
         }];
         evidence.extend(self.explain(&sentence, prev));
-        Some(reading.finding(RULE, Category::HiddenInstructions, severity, span, evidence))
+        Some(reading.finding(
+            RULE,
+            Category::HiddenInstructions,
+            severity,
+            sentence.span,
+            evidence,
+        ))
     }
 
     /// The features that raised a sentence's score most, strongest first.
