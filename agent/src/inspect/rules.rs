@@ -232,7 +232,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         InstructionTag,
         [C, H, H],
         r"<!--(?:[^-]|-[^-]){0,400}?(?:\b(?:ignore|disregard|instructions?|exfiltrat\w*)\b|\byou\s+must\b|\b(?:system|important)\s*:|\b(?:the|this)\s+(?:assistant|ai|model|llm|agent)\b)",
-    ));
+    ).check(check_not_a_tool_switch));
     r.push(Rule::new(
         "tag.hidden_comment",
         InstructionTag,
@@ -312,7 +312,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         Exfiltration,
         [H, H, M],
         r"(?:!\[[^\]\n]{0,100}\]\(\s*|<img\b[^>]{0,200}?src\s*=\s*['\x22]?)https?://[^)\s'\x22>]{1,300}?[?&][a-z0-9_-]*(?:data|secret|token|key|session|user|password|pass|pwd|content|env|info|cookie|history|conv\w*|chat|msg|message|q|query|payload|d|text|prompt|ctx|context|email|leak|creds?)=",
-    ));
+    ).check(check_exfil_value_is_filled_in));
     r.push(Rule::new(
         "exfil.url_placeholder",
         Exfiltration,
@@ -418,12 +418,15 @@ pub(crate) fn builtin() -> Vec<Rule> {
         [C, M, H],
         r"\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^|\n]{0,300}\|\s*(?:sudo\s+)?(?:(?:ba|z|k|c|da|fi)?sh|python[0-9.]*|perl|ruby|node|iex|invoke-expression|powershell|pwsh)\b",
     ));
-    r.push(Rule::new(
-        "shell.subst_in_url",
-        ShellInjection,
-        [C, H, H],
-        r"https?://[^\s'\x22]{0,200}(?:\$\([^)\n]{1,120}\)|`[^`\n]{1,120}`)",
-    ));
+    r.push(
+        Rule::new(
+            "shell.subst_in_url",
+            ShellInjection,
+            [C, H, H],
+            r"https?://[^\s'\x22]{0,200}(?:\$\([^)\n]{1,120}\)|`[^`\n]{1,120}`)",
+        )
+        .check(check_not_table_cells),
+    );
     r.push(Rule::new(
         "shell.upload_file",
         ShellInjection,
@@ -612,7 +615,8 @@ pub(crate) fn builtin() -> Vec<Rule> {
             [H, N, N],
             r"\bmalicious(?:ly)?\b|\bmalware\b|\btrojan(?:ed|s|ized)?\b|\bbotnets?\b",
         )
-        .defensive(),
+        .defensive()
+        .check(check_malice_is_made),
     );
     r.push(Rule::new(
         "exploit.technique",
@@ -989,6 +993,157 @@ fn check_not_your_placeholder(c: &Ctx) -> Option<Severity> {
     let m = c.matched().to_ascii_lowercase();
     if m.contains("=your") || m.contains("=<your") || m.contains("{your") || m.contains("${your") {
         return Some(Severity::Low);
+    }
+    Some(c.sev)
+}
+
+/// An image URL in a result whose data parameter holds a literal value (a badge's
+/// `?message=passing`, an analytics pixel's id) leaks nothing the page did not already say;
+/// what exfiltrates is a value the model is to fill in: a placeholder, a template, a variable's
+/// name, or nothing yet.
+fn check_exfil_value_is_filled_in(c: &Ctx) -> Option<Severity> {
+    if c.mode != Mode::Output {
+        return Some(c.sev);
+    }
+    let value = &c.text.as_bytes()[c.end.min(c.text.len())..];
+    let value = &value[..value
+        .iter()
+        .position(|&b| matches!(b, b'&' | b')' | b'"' | b'\'' | b' ' | b'\n' | b'>'))
+        .unwrap_or(value.len())];
+    let value = &percent_decoded(value);
+    let lower = value.to_ascii_lowercase();
+    let placeholder = value.is_empty()
+        || matches!(value[0], b'{' | b'<' | b'[' | b'*' | b'+')
+        // `${VAR}` and `$VAR`, not a JSONPath's `$.`
+        || value[0] == b'$' && value.get(1).is_some_and(|b| *b == b'{' || b.is_ascii_alphabetic())
+        || lower.windows(4).any(|w| w == b"your" || w == b"here")
+        || lower.starts_with(b"insert")
+        || lower.starts_with(b"add")
+        || lower.starts_with(b"the_")
+        // SECRET_DATA (lower-cased here): a name, not a value
+        || value.contains(&b'_')
+            && value
+                .iter()
+                .all(|b| b.is_ascii_alphabetic() || *b == b'_');
+    if placeholder {
+        Some(c.sev)
+    } else {
+        Some(Severity::Medium)
+    }
+}
+
+/// "Create malicious systemd service unit" says what the tool does; "the virus details for
+/// the malware facet" (a drive item's schema) only names the thing.
+fn check_malice_is_made(c: &Ctx) -> Option<Severity> {
+    const MAKING: [&str; 20] = [
+        "creat",
+        "generat",
+        "install",
+        "deploy",
+        "inject",
+        "writ",
+        "build",
+        "spread",
+        "drop",
+        "execut",
+        "run",
+        "launch",
+        "plant",
+        "craft",
+        "embed",
+        "deliver",
+        "send",
+        "download",
+        "distribut",
+        "infect",
+    ];
+    let start = c.text[..c.start.min(c.text.len())]
+        .rfind(['.', '\n', '!', '?'])
+        .map_or(0, |i| i + 1);
+    let end = c.text[c.end.min(c.text.len())..]
+        .find(['.', '\n', '!', '?'])
+        .map_or(c.text.len(), |i| c.end + i);
+    let made = c.text[start..end]
+        .split(|ch: char| !ch.is_ascii_alphabetic())
+        .any(|w| MAKING.iter().any(|m| w.starts_with(m)));
+    Some(if made {
+        c.sev
+    } else {
+        c.sev.min(Severity::Medium)
+    })
+}
+
+/// `%24.a%5B0%5D` is `$.a[0]`; an escape that is not one stays as it is.
+fn percent_decoded(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            s[i],
+            s.get(i + 1).and_then(|b| hex(*b)),
+            s.get(i + 2).and_then(|b| hex(*b)),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, ..) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `<!-- prettier-ignore -->`, `<!-- spell-checker:ignore ... -->`: a formatter's or a
+/// linter's switch, the only thing the comment says.
+fn check_not_a_tool_switch(c: &Ctx) -> Option<Severity> {
+    let m = c.matched();
+    let switch = ["-ignore", ":ignore", "-disregard"]
+        .iter()
+        .any(|s| m.ends_with(s));
+    // The comment may go on to say more: what follows the switch is read as the rule reads it.
+    let rest = &c.text[c.end.min(c.text.len())..];
+    let rest = &rest[..rest.find("-->").unwrap_or(rest.len()).min(400)];
+    let says_more = rest.split(|ch: char| !ch.is_ascii_alphabetic()).any(|w| {
+        matches!(
+            w,
+            "ignore"
+                | "disregard"
+                | "instruction"
+                | "instructions"
+                | "must"
+                | "system"
+                | "important"
+                | "assistant"
+                | "ai"
+                | "model"
+                | "llm"
+                | "agent"
+        ) || w.starts_with("exfiltrat")
+    });
+    if switch && !says_more {
+        None
+    } else {
+        Some(c.sev)
+    }
+}
+
+/// "`https://base.com/file` | `file`": the backticks of two Markdown table cells around a
+/// pipe, not a command substituted into a URL.
+fn check_not_table_cells(c: &Ctx) -> Option<Severity> {
+    let m = c.matched();
+    if !m.ends_with('`') {
+        return Some(c.sev);
+    }
+    let Some(open) = m[..m.len() - 1].rfind('`') else {
+        return Some(c.sev);
+    };
+    let inside = m[open + 1..m.len() - 1].trim();
+    if inside.is_empty() || inside.starts_with('|') || inside.ends_with('|') {
+        return None;
     }
     Some(c.sev)
 }
