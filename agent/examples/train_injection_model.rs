@@ -23,7 +23,7 @@
 //! scored by a model trained on the others, and `high` lets at most 0.5% of benign results
 //! through (`medium` 2%), so they hold for styles the model has never seen, not only its own.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use agentsh::inspect::learned::{self, BITS, ModelFile, SentenceFeatures};
@@ -268,14 +268,20 @@ fn train_model(docs: &[&Doc]) -> Model {
 
 fn instances<'a>(docs: &[&'a Doc], first: Option<&Model>) -> Vec<Instance<'a>> {
     let mut bags: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut payloads: BTreeMap<&str, BTreeSet<&[Features]>> = BTreeMap::new();
     let mut negatives: BTreeMap<&str, usize> = BTreeMap::new();
     for d in docs {
         if d.attack && !d.bag.is_empty() {
             *bags.entry(&d.source).or_default() += 1;
+            payloads.entry(&d.source).or_default().insert(&d.bag);
         }
         *negatives.entry(&d.source).or_default() += d.benign.len();
     }
     let per = |n: usize| 1.0 / (n.max(1) as f32).sqrt();
+    // A source weighs as the square root of its distinct payloads, shared by its bags: one
+    // instruction in seventeen carriers is one piece of evidence, not seventeen.
+    let per_bag =
+        |source: &str| (payloads[source].len() as f32).sqrt() / bags[source].max(1) as f32;
     let mut out = Vec::new();
     for d in docs {
         for f in &d.benign {
@@ -301,7 +307,7 @@ fn instances<'a>(docs: &[&'a Doc], first: Option<&Model>) -> Vec<Instance<'a>> {
                     .collect()
             }
         };
-        let weight = per(bags[d.source.as_str()]) / kept.len() as f32;
+        let weight = per_bag(d.source.as_str()) / kept.len() as f32;
         out.extend(kept.into_iter().map(|f| Instance {
             features: f,
             positive: true,

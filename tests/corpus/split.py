@@ -26,7 +26,10 @@ half's carriers are never seen in tuning. npm-servers-2's false positives were l
 turn (issue 20's second session), so it is split by package too, and npm-servers-3 (84 more
 servers from npm and PyPI, collected by someone who never ran the detector on them) is held
 out in its place. repo-files (READMEs and source files of crates and npm packages) is split
-by package.
+by package. npm-servers-4 (86 more servers from npm and PyPI, collected
+blind to the detector like npm-servers-3, to find false positives' causes in) is split by
+package: its tune half is looked at, npm-servers-3 stays held out. InjecAgent is split by attacker instruction (its base and enhanced forms on one
+side) and, for its benign fills, by user tool.
 """
 import collections
 import hashlib
@@ -58,6 +61,8 @@ FILES = {
     "npm-servers-3": "npm-servers-3/npm-servers-3.jsonl",
     "pyrit": "pyrit/pyrit.jsonl",
     "llm-guard": "llm-guard/llm-guard.jsonl",
+    "injecagent": "injecagent/injecagent.jsonl",
+    "npm-servers-4": "npm-servers-4/npm-servers-4.jsonl",
 }
 # whole sources never used for tuning
 HOLDOUT = {"spikee", "cyberseceval", "aib", "agentthreatbench", "codeipi",
@@ -76,7 +81,7 @@ def group(r):
         return m.get("server_key") or m.get("task_id")
     if s == "enkrypt-bad-mcps":
         return r["id"].split(":")[2]  # the tool name: definition and its outputs together
-    if s in ("npm-servers", "npm-servers-2", "repo-files"):
+    if s in ("npm-servers", "npm-servers-2", "npm-servers-4", "repo-files"):
         return m["package"]
     if s == "msb":
         return m.get("server") or m["attack"]
@@ -88,6 +93,9 @@ def group(r):
         return r["tool"]["name"]
     if s == "cyberseceval":
         return r["id"]
+    if s == "injecagent":
+        # one attacker instruction (base and enhanced together), one user tool's template
+        return m["attacker_instruction"] if r["label"] == "attack" else m["user_tool"]
     return r["id"]
 
 

@@ -154,7 +154,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         "inj.conceal_from_user",
         HiddenInstructions,
         [C, C, H],
-        r"\b(?:do\s+not|don'?t|never|must\s+not|should\s+not|shouldn'?t|avoid)\s+(?:\w+\s+){0,3}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|notify\w*|alert\w*|disclos\w*|report\w*|let)\s+(?:\w+\s+){0,3}?(?:the\s+|your\s+)?(?:user|human|operator|owner)s?\b|\b(?:hide|conceal|keep)\b{G30}\bfrom\s+(?:the\s+)?(?:user|human)s?\b|\bthe\s+user\s+(?:must|should|will|does|need)\s*(?:not|never|n't)\s+(?:\w+\s+)?(?:know|see|notice|find\s+out|be\s+(?:told|informed|aware))\b",
+        r"\b(?:do\s+not|don'?t|never|must\s+not|should\s+not|shouldn'?t|avoid)\s+(?:\w+\s+){0,3}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|notify\w*|alert\w*|disclos\w*|report\w*|let)\s+(?:\w+\s+){0,3}?(?:the\s+|your\s+)?(?:user|human|operator|owner)s?\b|\b(?:hide|conceal|keep)\b{G30}\bfrom\s+(?:the\s+)?(?:user|human)s?\b|\bthe\s+user\s+(?:must|should|will|need)\s*(?:not|never|n't)\s+(?:\w+\s+)?(?:know|see|notice|find\s+out|be\s+(?:told|informed|aware))\b|\bthe\s+user\s+(?:does|do)\s*(?:not|n't)\s+(?:need|have)\s+to\s+(?:know|see|notice|be\s+(?:told|informed|aware))\b",
     ).quoted().check(check_not_possessive));
     r.push(Rule::new(
         "inj.without_user",

@@ -892,3 +892,59 @@ fn naming_malware_in_a_definition_is_context_not_an_alert() {
     assert!(has(&f, "exploit.malicious"), "{f:#?}");
     assert!(max(&f).is_some_and(|m| m < Severity::High), "{f:#?}");
 }
+
+#[test]
+fn the_model_and_a_second_judgement_agreeing_make_an_alert() {
+    fn finding(rule: &str, severity: Severity) -> Finding {
+        Finding {
+            category: Category::HiddenInstructions,
+            severity,
+            rule: rule.into(),
+            field: "$.content[0].text".into(),
+            matched: "m".into(),
+            context: String::new(),
+            evidence: Vec::new(),
+        }
+    }
+    let raised = |mut v: Vec<Finding>| {
+        super::corroborate(&mut v);
+        v.into_iter()
+            .find(|f| f.rule == "learned.instruction")
+            .map(|f| (f.severity, f.evidence))
+    };
+    let (sev, evidence) = raised(vec![
+        finding("learned.instruction", Severity::Low),
+        finding("intent.aimed_at_model", Severity::Low),
+    ])
+    .expect("learned finding kept");
+    assert_eq!(sev, Severity::High);
+    assert_eq!(evidence[0].signal, "corroborated_by");
+    assert_eq!(evidence[0].text, "intent.aimed_at_model");
+    assert_eq!(
+        raised(vec![
+            finding("learned.instruction", Severity::Low),
+            finding("exfil.url_placeholder", Severity::Medium),
+        ])
+        .map(|r| r.0),
+        Some(Severity::High)
+    );
+    // Alone, beside unread bytes or a low rule, or where something already alerts: unchanged.
+    for v in [
+        vec![finding("learned.instruction", Severity::Low)],
+        vec![
+            finding("learned.instruction", Severity::Low),
+            finding("intent.truncated", Severity::Low),
+        ],
+        vec![
+            finding("learned.instruction", Severity::Low),
+            finding("exfil.url_placeholder", Severity::Low),
+        ],
+        vec![
+            finding("learned.instruction", Severity::Low),
+            finding("intent.aimed_at_model", Severity::Low),
+            finding("secret.aws_access_key", Severity::High),
+        ],
+    ] {
+        assert_eq!(raised(v).map(|r| r.0), Some(Severity::Low));
+    }
+}

@@ -290,9 +290,11 @@ struct Windows {
     announced: Option<usize>,
 }
 
-/// "best-effort", "best practices", "the best match": terms of the trade, not praise.
+/// "best-effort", "best practices", "the best match", "it's best to list first": terms of
+/// the trade and advice, not praise.
 fn is_best_as_term(after: &[u8]) -> bool {
-    const TERMS: [&[u8]; 7] = [
+    const TERMS: [&[u8]; 8] = [
+        b" to ",
         b"-effort",
         b" effort",
         b" practice",
@@ -302,6 +304,15 @@ fn is_best_as_term(after: &[u8]) -> bool {
         b" guess",
     ];
     TERMS.iter().any(|t| after.starts_with(t))
+}
+
+/// "Do not present it as a projection": a rule about wording, not a deception; "present it as
+/// your own" alone is one.
+fn forbids_presenting(s: &[u8], start: usize, end: usize) -> bool {
+    s[start..end].starts_with(b"present")
+        && [b"not ".as_slice(), b"never ", b"n't "]
+            .iter()
+            .any(|n| s[..start].ends_with(n))
 }
 
 /// Markup and AI labels frame this many bytes after them; an address to the model, fewer.
@@ -502,7 +513,9 @@ impl Classes {
                     AddressedModel => !self.model_noun_topic.is_match(&s[m.end()..]),
                     // "Plain text fails silently or creates malformed pages": how something
                     // fails, not a secret kept from the user.
-                    Secrecy => !fails_before(&s[..m.start()]),
+                    Secrecy => {
+                        !fails_before(&s[..m.start()]) && !forbids_presenting(s, m.start(), m.end())
+                    }
                     Markup => !markup_is_sample(s, m.start(), m.end()),
                     Promotion => !is_best_as_term(&s[m.end()..]),
                     GenericImperative => {
