@@ -306,6 +306,23 @@ fn is_best_as_term(after: &[u8]) -> bool {
     TERMS.iter().any(|t| after.starts_with(t))
 }
 
+/// A bare "best" praises only what it names: "best search tool", not "best/top first".
+fn names_a_tool(after: &[u8]) -> bool {
+    const NOUNS: [&[u8]; 10] = [
+        b" tool",
+        b" service",
+        b" search",
+        b" api",
+        b" server",
+        b" engine",
+        b" choice",
+        b" option",
+        b" source",
+        b" solution",
+    ];
+    NOUNS.iter().any(|n| after.starts_with(n))
+}
+
 /// "Do not present it as a projection": a rule about wording, not a deception; "present it as
 /// your own" alone is one.
 fn forbids_presenting(s: &[u8], start: usize, end: usize) -> bool {
@@ -517,7 +534,10 @@ impl Classes {
                         !fails_before(&s[..m.start()]) && !forbids_presenting(s, m.start(), m.end())
                     }
                     Markup => !markup_is_sample(s, m.start(), m.end()),
-                    Promotion => !is_best_as_term(&s[m.end()..]),
+                    Promotion => {
+                        !is_best_as_term(&s[m.end()..])
+                            && (m.as_bytes() != b"best" || names_a_tool(&s[m.end()..]))
+                    }
                     GenericImperative => {
                         leading_verb(m.as_bytes()).is_some_and(|w| !words::is_not_a_verb(w))
                     }
