@@ -888,7 +888,8 @@ fn invisible_finding(
     }
 }
 
-fn floor_boundary(s: &str, mut i: usize) -> usize {
+/// The largest char boundary of `s` at or before `i`.
+pub(crate) fn floor_boundary(s: &str, mut i: usize) -> usize {
     i = i.min(s.len());
     while !s.is_char_boundary(i) {
         i -= 1;

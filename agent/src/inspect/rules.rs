@@ -1010,7 +1010,10 @@ fn check_exfil_value_is_filled_in(c: &Ctx) -> Option<Severity> {
         .iter()
         .position(|&b| matches!(b, b'&' | b')' | b'"' | b'\'' | b' ' | b'\n' | b'>'))
         .unwrap_or(value.len())];
-    let value = &percent_decoded(value);
+    // Cut at ASCII delimiters of a `str`, so still text.
+    let value = std::str::from_utf8(value).unwrap_or_default();
+    let decoded = super::encoded::percent(value);
+    let value = decoded.as_deref().unwrap_or(value).as_bytes();
     let lower = value.to_ascii_lowercase();
     let placeholder = value.is_empty()
         || matches!(value[0], b'{' | b'<' | b'[' | b'*' | b'+')
@@ -1073,40 +1076,14 @@ fn check_malice_is_made(c: &Ctx) -> Option<Severity> {
     })
 }
 
-/// `%24.a%5B0%5D` is `$.a[0]`; an escape that is not one stays as it is.
-fn percent_decoded(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            s[i],
-            s.get(i + 1).and_then(|b| hex(*b)),
-            s.get(i + 2).and_then(|b| hex(*b)),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, ..) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-/// `<!-- prettier-ignore -->`, `<!-- spell-checker:ignore ... -->`: a formatter's or a
-/// linter's switch, the only thing the comment says.
+/// `<!-- spell-checker:ignore ... -->`, `<!-- cspell:ignore -->`: a linter's switch, the only
+/// thing the comment says. (`prettier-ignore` never matches: the rule reads `-i` as one step.)
 fn check_not_a_tool_switch(c: &Ctx) -> Option<Severity> {
-    let m = c.matched();
-    let switch = ["-ignore", ":ignore", "-disregard"]
-        .iter()
-        .any(|s| m.ends_with(s));
+    let switch = c.matched().ends_with(":ignore");
     // The comment may go on to say more: what follows the switch is read as the rule reads it.
     let rest = &c.text[c.end.min(c.text.len())..];
-    let rest = &rest[..rest.find("-->").unwrap_or(rest.len()).min(400)];
+    let rest = &rest
+        [..super::engine::floor_boundary(rest, rest.find("-->").unwrap_or(rest.len()).min(400))];
     let says_more = rest.split(|ch: char| !ch.is_ascii_alphabetic()).any(|w| {
         matches!(
             w,

@@ -293,34 +293,42 @@ struct Windows {
 /// "best-effort", "best practices", "the best match", "it's best to list first": terms of
 /// the trade and advice, not praise.
 fn is_best_as_term(after: &[u8]) -> bool {
-    const TERMS: [&[u8]; 8] = [
-        b" to ",
-        b"-effort",
-        b" effort",
-        b" practice",
-        b" match",
-        b"-fit",
-        b" fit",
-        b" guess",
-    ];
-    TERMS.iter().any(|t| after.starts_with(t))
+    starts_with_any(
+        after,
+        &[
+            b" to ",
+            b"-effort",
+            b" effort",
+            b" practice",
+            b" match",
+            b"-fit",
+            b" fit",
+            b" guess",
+        ],
+    )
 }
 
 /// A bare "best" praises only what it names: "best search tool", not "best/top first".
 fn names_a_tool(after: &[u8]) -> bool {
-    const NOUNS: [&[u8]; 10] = [
-        b" tool",
-        b" service",
-        b" search",
-        b" api",
-        b" server",
-        b" engine",
-        b" choice",
-        b" option",
-        b" source",
-        b" solution",
-    ];
-    NOUNS.iter().any(|n| after.starts_with(n))
+    starts_with_any(
+        after,
+        &[
+            b" tool",
+            b" service",
+            b" search",
+            b" api",
+            b" server",
+            b" engine",
+            b" choice",
+            b" option",
+            b" source",
+            b" solution",
+        ],
+    )
+}
+
+fn starts_with_any(s: &[u8], prefixes: &[&[u8]]) -> bool {
+    prefixes.iter().any(|p| s.starts_with(p))
 }
 
 /// "Do not present it as a projection": a rule about wording, not a deception; "present it as
