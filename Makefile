@@ -4,6 +4,11 @@ CARGO ?= cargo
 STATE_DIR ?= $(CURDIR)/.state
 POLICY ?= $(CURDIR)/policies/default.yaml
 
+# CI builds once from a clean clone: incremental state (1.6 GB of target/) would only take disk.
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL := 0
+endif
+
 .PHONY: setup build run test lint unit fuzz fuzz-smoke bench detector-score model packages clean
 
 setup:
