@@ -29,7 +29,10 @@ out in its place. repo-files (READMEs and source files of crates and npm package
 by package. npm-servers-4 (86 more servers from npm and PyPI, collected
 blind to the detector like npm-servers-3, to find false positives' causes in) is split by
 package: its tune half is looked at, npm-servers-3 stays held out. InjecAgent is split by attacker instruction (its base and enhanced forms on one
-side) and, for its benign fills, by user tool.
+side) and, for its benign fills, by user tool. The five sources added in issue 20's fifth
+session (ps-fuzz, aicu-scanner, raginject, bastioncorpus, cloneguard: direct and indirect
+injections of kinds no tune source had, code-file injections, other languages) are split by
+item, raginject by host document and cloneguard by base attack.
 """
 import collections
 import hashlib
@@ -63,6 +66,11 @@ FILES = {
     "llm-guard": "llm-guard/llm-guard.jsonl",
     "injecagent": "injecagent/injecagent.jsonl",
     "npm-servers-4": "npm-servers-4/npm-servers-4.jsonl",
+    "ps-fuzz": "ps-fuzz/ps-fuzz.jsonl",
+    "aicu-scanner": "aicu-scanner/aicu-scanner.jsonl",
+    "raginject": "raginject/raginject.jsonl",
+    "bastioncorpus": "bastioncorpus/bastioncorpus.jsonl",
+    "cloneguard": "cloneguard/cloneguard.jsonl",
 }
 # whole sources never used for tuning
 HOLDOUT = {"spikee", "cyberseceval", "aib", "agentthreatbench", "codeipi",
@@ -96,6 +104,10 @@ def group(r):
     if s == "injecagent":
         # one attacker instruction (base and enhanced together), one user tool's template
         return m["attacker_instruction"] if r["label"] == "attack" else m["user_tool"]
+    if s == "raginject":
+        return m["upstream_id"]  # a document with its payload and without it together
+    if s == "cloneguard":
+        return m.get("base_attack") or m["upstream_id"]  # one base attack's rewrites together
     return r["id"]
 
 
