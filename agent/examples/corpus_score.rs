@@ -234,6 +234,27 @@ fn main() -> ExitCode {
     for ((kind, split), tally) in &totals {
         println!("  {kind:<10} {split:<9} {}", tally.cells());
     }
+    // The goal on results is about injected content; a direct injection is the user's own
+    // turn, which some sources hold beside it (CyberSecEval's direct cases, jailbreak prompts).
+    let mut by_channel: BTreeMap<(&str, &str), Tally> = BTreeMap::new();
+    for s in scored.iter().filter(|s| s.kind == "result") {
+        let channel = if s.attack && is_direct(&s.meta) {
+            "direct"
+        } else {
+            "injected"
+        };
+        by_channel
+            .entry((channel, s.split.as_str()))
+            .or_default()
+            .add(s);
+    }
+    println!(
+        "\nresults, injected into content apart from direct injections (the user's own turn, \
+         meta.kind or meta.injection_type `direct`; benign results count with injected):"
+    );
+    for ((channel, split), tally) in &by_channel {
+        println!("  {channel:<10} {split:<9} {}", tally.cells());
+    }
 
     let wanted = |filter: &Option<String>, s: &Scored| {
         filter
@@ -278,4 +299,12 @@ fn server_of(r: &Value) -> String {
         .find_map(|k| meta[*k].as_str())
         .unwrap_or_default();
     format!("{}:{server}", r["source"].as_str().unwrap_or_default())
+}
+
+/// A direct injection: written as the user's own message, not carried by content the model
+/// reads.
+fn is_direct(meta: &Value) -> bool {
+    ["kind", "injection_type"]
+        .iter()
+        .any(|k| meta.get(*k).and_then(Value::as_str) == Some("direct"))
 }
