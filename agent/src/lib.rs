@@ -10,6 +10,7 @@ pub mod audit;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+pub mod evidence;
 pub mod export;
 pub mod guard;
 pub mod hosts;

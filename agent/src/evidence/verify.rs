@@ -1,0 +1,443 @@
+//! Checking a trail: hashes, links, sequence numbers and signed checkpoints.
+//!
+//! What is checked, record by record (`index` is the 1-based position in the input, the line
+//! number of a JSONL export; callers skip blank lines):
+//!
+//! 1. The record parses and carries its chain fields, else `Unparsable`. An unparsable record
+//!    is taken to hold one seq, so it is not also reported as a deletion.
+//! 2. Its hash recomputes, else `Edited`. Links then follow the hash the record states, so one
+//!    edited record is reported once, at its own index.
+//! 3. Sequence: each record must have the seq after the last one (`Missing {expected_seq,
+//!    found_seq}` for a gap); a seq at or below one already seen is `Reordered`. A gap that is
+//!    later filled entirely by out-of-order records becomes `Reordered` too: nothing was lost.
+//! 4. `prev` must be the previous record's hash, else `BrokenLink` (a record replaced, or the
+//!    chain rebuilt from that point). Not checked across a gap or an unparsable record.
+//! 5. Checkpoint events: the signature verifies with the given key, else `BadSignature`; the
+//!    checkpoint's `seq`/`head` are the record right before it, else `CheckpointMismatch`.
+//!
+//! Where the trail starts: seq 1 must have `prev` = [`ZERO_HASH`]. A trail whose first record
+//! has a later seq is `StartsMidTrail` unless a retention checkpoint in the trail vouches for
+//! exactly that start (its `first_kept_seq` and `first_kept_prev` are the first record's seq and
+//! prev, and its signature verifies when a key is given). The marker is signed and chained
+//! after the kept records, so deleting more from the front than retention did shows.
+//!
+//! Where it ends: a cut-off tail cannot be told from a trail that simply ends, except against
+//! a signature. `unsigned_tail` says how many records follow the last checkpoint that verified
+//! (signature and head); it is not a problem in itself. Without a key, signatures are not
+//! checked, `checkpoints_verified` stays 0 and the tail counts from the last checkpoint whose
+//! head matched.
+//!
+//! With `session`, the input is one session's records (plus, ideally, the checkpoint events):
+//! global seq gaps are expected, so only increasing seqs, `session_prev` links between that
+//! session's records, and `prev`/checkpoint heads between records whose seqs are adjacent are
+//! checked. A session whose first record has a `session_prev` is `StartsMidTrail` unless the
+//! input holds a retention checkpoint that kept it (`first_kept_seq` at or before it). That is
+//! weaker than the global check: it cannot tell retention's deletions from later ones; verify
+//! the whole trail to be sure.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::chain::{ChainFields, ZERO_HASH, take_hash_and_digest};
+use super::checkpoint::{Checkpoint, CheckpointReason, PublicKey};
+
+/// What is wrong at one spot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// Not JSON, not an object, or without chain fields.
+    Unparsable,
+    /// The record's content does not match its hash.
+    Edited,
+    /// Records with seqs `expected_seq..found_seq` are not there.
+    Missing { expected_seq: u64, found_seq: u64 },
+    /// A seq at or below one already seen: moved or duplicated.
+    Reordered,
+    /// `prev` (or `session_prev`) is not the hash of the record before.
+    BrokenLink,
+    /// The trail (or session) starts after records that nothing says were deleted.
+    StartsMidTrail,
+    /// A checkpoint's signature does not verify with the given key (or the key is invalid).
+    BadSignature,
+    /// A checkpoint is malformed, or does not sign the record right before it.
+    CheckpointMismatch,
+}
+
+/// One problem: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// 1-based position in the input; 0 when tied to no record (an invalid public key).
+    pub index: usize,
+    /// The record's seq, when it has one.
+    pub seq: Option<u64>,
+    #[serde(flatten)]
+    pub kind: ProblemKind,
+    pub detail: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "record {}", self.index)?;
+        if let Some(seq) = self.seq {
+            write!(f, " (#{seq})")?;
+        }
+        write!(f, ": {:?}: {}", self.kind, self.detail)
+    }
+}
+
+/// The outcome of [`verify`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub problems: Vec<Problem>,
+    /// Records read (unparsable ones included).
+    pub records: usize,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    /// Checkpoint events seen.
+    pub checkpoints: usize,
+    /// Checkpoints whose signature verified with the given key and whose head matched.
+    pub checkpoints_verified: usize,
+    /// Records after the last verified checkpoint: the part a truncation could have shortened
+    /// unnoticed.
+    pub unsigned_tail: usize,
+}
+
+impl Report {
+    /// No problems found (an unsigned tail is not one).
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks a trail, oldest record first. `pubkey_hex`: the daemon's public key (checkpoint
+/// signatures are not checked without it). `session`: the input is that session's records only.
+/// See the module documentation for what is checked.
+pub fn verify<E: fmt::Display>(
+    records: impl IntoIterator<Item = Result<Value, E>>,
+    pubkey_hex: Option<&str>,
+    session: Option<&str>,
+) -> Report {
+    let mut verifier = Verifier::new(pubkey_hex, session);
+    for record in records {
+        verifier.push(record);
+    }
+    verifier.finish()
+}
+
+/// The last record that advanced the chain.
+struct Link {
+    seq: u64,
+    hash: String,
+}
+
+/// A reported gap, remembered in case out-of-order records fill it later.
+struct Gap {
+    problem: usize,
+    lo: u64,
+    hi: u64,
+    filled: HashSet<u64>,
+}
+
+enum Key {
+    None,
+    Invalid,
+    Valid(Box<PublicKey>),
+}
+
+struct Verifier<'a> {
+    key: Key,
+    session: Option<&'a str>,
+    report: Report,
+    index: usize,
+    last: Option<Link>,
+    /// Unparsable records since `last`, each taken to hold one seq.
+    unreadable: u64,
+    /// Hash of the last record of `session` (session mode).
+    session_head: Option<String>,
+    /// The first chained record: (index, seq, prev).
+    first: Option<(usize, u64, String)>,
+    /// Session mode: the session's first record, when it links to an earlier one.
+    session_start: Option<(usize, u64)>,
+    /// (first_kept_seq, first_kept_prev) of retention checkpoints that verified.
+    retention: Vec<(u64, String)>,
+    gaps: Vec<Gap>,
+    /// Index of the last verified checkpoint.
+    trusted: usize,
+}
+
+impl<'a> Verifier<'a> {
+    fn new(pubkey_hex: Option<&str>, session: Option<&'a str>) -> Self {
+        let mut report = Report::default();
+        let key = match pubkey_hex.map(PublicKey::from_hex) {
+            None => Key::None,
+            Some(Ok(key)) => Key::Valid(Box::new(key)),
+            Some(Err(e)) => {
+                report.problems.push(Problem {
+                    index: 0,
+                    seq: None,
+                    kind: ProblemKind::BadSignature,
+                    detail: e.to_string(),
+                });
+                Key::Invalid
+            }
+        };
+        Self {
+            key,
+            session,
+            report,
+            index: 0,
+            last: None,
+            unreadable: 0,
+            session_head: None,
+            first: None,
+            session_start: None,
+            retention: Vec::new(),
+            gaps: Vec::new(),
+            trusted: 0,
+        }
+    }
+
+    fn problem(&mut self, seq: Option<u64>, kind: ProblemKind, detail: impl Into<String>) {
+        self.report.problems.push(Problem {
+            index: self.index,
+            seq,
+            kind,
+            detail: detail.into(),
+        });
+    }
+
+    fn push<E: fmt::Display>(&mut self, item: Result<Value, E>) {
+        self.index += 1;
+        self.report.records += 1;
+        let mut map = match item {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return self.unreadable("not a JSON object".into()),
+            Err(e) => return self.unreadable(format!("not JSON: {e}")),
+        };
+        let fields = match ChainFields::from_map(&map) {
+            Ok(fields) => fields,
+            Err(e) => return self.unreadable(e.to_string()),
+        };
+        let seq = fields.seq;
+        let checkpoint = Checkpoint::from_map(&map);
+        let record_session = map
+            .get("session")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let (_, computed) = take_hash_and_digest(&mut map);
+        if computed != fields.hash {
+            self.problem(
+                Some(seq),
+                ProblemKind::Edited,
+                format!(
+                    "content hashes to {computed}, the record says {}",
+                    fields.hash
+                ),
+            );
+        }
+        self.report.first_seq.get_or_insert(seq);
+        self.report.last_seq = Some(seq);
+
+        let advanced = self.check_sequence(&fields);
+        if let Some(checkpoint) = checkpoint {
+            self.check_checkpoint(seq, checkpoint);
+        }
+        if advanced {
+            if self.session.is_some() && self.session == record_session.as_deref() {
+                self.check_session_link(&fields);
+            }
+            self.last = Some(Link {
+                seq,
+                hash: fields.hash,
+            });
+            self.unreadable = 0;
+        }
+    }
+
+    fn unreadable(&mut self, detail: String) {
+        self.problem(None, ProblemKind::Unparsable, detail);
+        self.unreadable += 1;
+    }
+
+    /// Seq and `prev` against the last record; whether this record advances the chain.
+    fn check_sequence(&mut self, fields: &ChainFields) -> bool {
+        let seq = fields.seq;
+        let Some(last) = &self.last else {
+            self.first = Some((self.index, seq, fields.prev.clone()));
+            if self.session.is_none() && seq == 1 && fields.prev != ZERO_HASH {
+                self.problem(
+                    Some(seq),
+                    ProblemKind::BrokenLink,
+                    "the first record's prev is not the zero hash",
+                );
+            }
+            return true;
+        };
+        let (last_seq, last_hash) = (last.seq, last.hash.clone());
+        if seq <= last_seq {
+            for gap in &mut self.gaps {
+                if (gap.lo..gap.hi).contains(&seq) {
+                    gap.filled.insert(seq);
+                }
+            }
+            self.problem(
+                Some(seq),
+                ProblemKind::Reordered,
+                format!("comes after #{last_seq}"),
+            );
+            return false;
+        }
+        if seq == last_seq + 1 {
+            if fields.prev != last_hash {
+                self.problem(
+                    Some(seq),
+                    ProblemKind::BrokenLink,
+                    format!("prev is not the hash of #{last_seq}"),
+                );
+            }
+        } else if self.session.is_none() && seq > last_seq + 1 + self.unreadable {
+            // (Seqs up to last + 1 + unreadable may belong to the unparsable records between.)
+            let expected_seq = last_seq + 1 + self.unreadable;
+            self.gaps.push(Gap {
+                problem: self.report.problems.len(),
+                lo: expected_seq,
+                hi: seq,
+                filled: HashSet::new(),
+            });
+            self.problem(
+                Some(seq),
+                ProblemKind::Missing {
+                    expected_seq,
+                    found_seq: seq,
+                },
+                format!(
+                    "{} record(s) before this one are not there",
+                    seq - expected_seq
+                ),
+            );
+        }
+        true
+    }
+
+    /// Session mode: `session_prev` against the session's previous record.
+    fn check_session_link(&mut self, fields: &ChainFields) {
+        match (&self.session_head, &fields.session_prev) {
+            (None, None) => {}
+            (None, Some(_)) => self.session_start = Some((self.index, fields.seq)),
+            (Some(head), found) if found.as_ref() != Some(head) => self.problem(
+                Some(fields.seq),
+                ProblemKind::BrokenLink,
+                "session_prev is not the hash of the session's previous record",
+            ),
+            (Some(_), _) => {}
+        }
+        self.session_head = Some(fields.hash.clone());
+    }
+
+    fn check_checkpoint(&mut self, seq: u64, checkpoint: Result<Checkpoint, super::EvidenceError>) {
+        self.report.checkpoints += 1;
+        let cp = match checkpoint {
+            Ok(cp) => cp,
+            Err(e) => {
+                return self.problem(Some(seq), ProblemKind::CheckpointMismatch, e.to_string());
+            }
+        };
+        let signed = match &self.key {
+            Key::None | Key::Invalid => false,
+            Key::Valid(key) => match key.verify(&cp) {
+                Ok(()) => true,
+                Err(e) => {
+                    self.problem(Some(seq), ProblemKind::BadSignature, e.to_string());
+                    false
+                }
+            },
+        };
+        let head_matches = if cp.seq.checked_add(1) != Some(seq) {
+            self.problem(
+                Some(seq),
+                ProblemKind::CheckpointMismatch,
+                format!("signs #{} but is recorded as #{seq}", cp.seq),
+            );
+            false
+        } else {
+            match &self.last {
+                Some(last) if last.seq == cp.seq && last.hash != cp.head => {
+                    self.problem(
+                        Some(seq),
+                        ProblemKind::CheckpointMismatch,
+                        format!("head is not the hash of #{}", cp.seq),
+                    );
+                    false
+                }
+                Some(last) => last.seq == cp.seq,
+                // Nothing before it to compare with (a gap is reported as such).
+                None => false,
+            }
+        };
+        let trusted = match self.key {
+            Key::Valid(_) => signed,
+            Key::None => true,
+            Key::Invalid => false,
+        };
+        if trusted
+            && cp.reason == CheckpointReason::Retention
+            && let (Some(kept_seq), Some(kept_prev)) = (cp.first_kept_seq, cp.first_kept_prev)
+        {
+            self.retention.push((kept_seq, kept_prev));
+        }
+        if trusted && head_matches {
+            self.trusted = self.index;
+            if signed {
+                self.report.checkpoints_verified += 1;
+            }
+        }
+    }
+
+    fn finish(mut self) -> Report {
+        for gap in &self.gaps {
+            if gap.filled.len() as u64 == gap.hi - gap.lo
+                && let Some(p) = self.report.problems.get_mut(gap.problem)
+            {
+                p.kind = ProblemKind::Reordered;
+                p.detail = format!("comes before #{}..#{}", gap.lo, gap.hi - 1);
+            }
+        }
+        if self.session.is_none() {
+            if let Some((index, seq, prev)) = &self.first
+                && *seq > 1
+                && !self
+                    .retention
+                    .iter()
+                    .any(|(kept_seq, kept_prev)| kept_seq == seq && kept_prev == prev)
+            {
+                self.report.problems.push(Problem {
+                    index: *index,
+                    seq: Some(*seq),
+                    kind: ProblemKind::StartsMidTrail,
+                    detail: format!(
+                        "the trail starts at #{seq} and no retention checkpoint says #1..#{} \
+                         were deleted",
+                        seq - 1
+                    ),
+                });
+            }
+        } else if let Some((index, seq)) = self.session_start
+            && !self.retention.iter().any(|(kept_seq, _)| *kept_seq <= seq)
+        {
+            self.report.problems.push(Problem {
+                index,
+                seq: Some(seq),
+                kind: ProblemKind::StartsMidTrail,
+                detail: "the session's earlier records are not there and no retention \
+                         checkpoint says they were deleted"
+                    .into(),
+            });
+        }
+        self.report.problems.sort_by_key(|p| p.index);
+        self.report.unsigned_tail = self.report.records - self.trusted;
+        self.report
+    }
+}
