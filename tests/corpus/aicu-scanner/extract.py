@@ -30,33 +30,19 @@ Usage:
     python3 extract.py DIR      # or: DIR = the unpacked wheel
 Needs PyYAML (python3-yaml).
 """
-import hashlib, json, os, re, subprocess, sys, tempfile, zipfile
+import hashlib, os, re, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pypi_source import unpacked_wheel, write_records  # noqa: E402
 
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = "aicu-scanner"
 PKG, VERSION = "aicu-scanner", "1.5.0"
 WHEEL = "aicu_scanner-1.5.0-py3-none-any.whl"
 WHEEL_SHA256 = "5150a453188cf27c85723f157d0d06f362d2286d6427a50920d1a7821f3a6023"
 
 
-def fetch():
-    tmp = tempfile.mkdtemp(prefix="aicu-")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp,
-                    f"{PKG}=={VERSION}"], check=True)
-    whl = os.path.join(tmp, WHEEL)
-    digest = hashlib.sha256(open(whl, "rb").read()).hexdigest()
-    if digest != WHEEL_SHA256:
-        sys.exit(f"{WHEEL}: sha256 {digest} != pinned {WHEEL_SHA256}")
-    root = os.path.join(tmp, "x")
-    zipfile.ZipFile(whl).extractall(root)
-    return root
-
-
-ROOT = sys.argv[1] if len(sys.argv) > 1 else fetch()
-if not os.path.isdir(os.path.join(ROOT, "aicu_scanner-1.5.0.dist-info")):
-    sys.exit(f"{ROOT}: not the unpacked {WHEEL}")
+ROOT = unpacked_wheel(PKG, VERSION, WHEEL, WHEEL_SHA256)
 PDIR = os.path.join(ROOT, "aicu", "payloads")
 
 STOP = {
@@ -142,7 +128,5 @@ for name in sorted(os.listdir(PDIR)):
                 emit("intruder", line, {"kind": "direct", "payload": line, "file": f"aicu/payloads/{name}",
                                         "index": k, "technique": sub})
 
-with open(os.path.join(HERE, SRC + ".jsonl"), "w", encoding="utf-8") as f:
-    for r in out:
-        f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+write_records(__file__, SRC, out)
 print(len(out), "records (all attack)")

@@ -23,9 +23,10 @@ Usage:
     python3 extract.py DIR      # or: DIR = the unpacked wheel
 Stdlib only; nothing of bastioncorpus is imported.
 """
-import hashlib, json, os, re, subprocess, sys, tempfile, zipfile
+import hashlib, json, os, re, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pypi_source import unpacked_wheel, write_records  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = "bastioncorpus"
 PKG, VERSION = "bastioncorpus", "0.6.0"
 WHEEL = "bastioncorpus-0.6.0-py3-none-any.whl"
@@ -33,22 +34,7 @@ WHEEL_SHA256 = "96d7268cfafc2be0908382b61af8b67dec19058e2877657b217e68be0552a00a
 DATA = "bastioncorpus/corpus/injections.jsonl"
 
 
-def fetch():
-    tmp = tempfile.mkdtemp(prefix="bastioncorpus-")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp,
-                    f"{PKG}=={VERSION}"], check=True)
-    whl = os.path.join(tmp, WHEEL)
-    digest = hashlib.sha256(open(whl, "rb").read()).hexdigest()
-    if digest != WHEEL_SHA256:
-        sys.exit(f"{WHEEL}: sha256 {digest} != pinned {WHEEL_SHA256}")
-    root = os.path.join(tmp, "x")
-    zipfile.ZipFile(whl).extractall(root)
-    return root
-
-
-ROOT = sys.argv[1] if len(sys.argv) > 1 else fetch()
-if not os.path.isdir(os.path.join(ROOT, "bastioncorpus-0.6.0.dist-info")):
-    sys.exit(f"{ROOT}: not the unpacked {WHEEL}")
+ROOT = unpacked_wheel(PKG, VERSION, WHEEL, WHEEL_SHA256)
 
 out, seen = [], set()
 with open(os.path.join(ROOT, DATA), encoding="utf-8") as f:
@@ -77,8 +63,6 @@ with open(os.path.join(ROOT, DATA), encoding="utf-8") as f:
         out.append({"source": SRC, "id": f"{SRC}:{row['category']}:{row['id']}", "kind": "result",
                     "label": label, "split": "tune", "text": text, "meta": meta})
 
-with open(os.path.join(HERE, SRC + ".jsonl"), "w", encoding="utf-8") as f:
-    for r in out:
-        f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+write_records(__file__, SRC, out)
 print(len(out), "records:", sum(r["label"] == "attack" for r in out), "attack,",
       sum(r["label"] == "benign" for r in out), "benign")

@@ -37,9 +37,10 @@ Usage:
     python3 extract.py DIR      # or: DIR = the unpacked sdist (cloneguard-0.6.0/)
 Stdlib only; nothing of CloneGuard is imported.
 """
-import hashlib, json, os, re, subprocess, sys, tarfile, tempfile
+import hashlib, json, os, re, sys, tarfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pypi_source import download, write_records  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = "cloneguard"
 PKG, VERSION = "cloneguard", "0.6.0"
 SDIST = "cloneguard-0.6.0.tar.gz"
@@ -47,13 +48,8 @@ SDIST_SHA256 = "2d296ed0aa474739fe9ab66ea91b22ea75532fe4b6fb7c5d0959f71f19fbe735
 
 
 def fetch():
-    tmp = tempfile.mkdtemp(prefix="cloneguard-")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
-                    "-d", tmp, f"{PKG}=={VERSION}"], check=True)
-    path = os.path.join(tmp, SDIST)
-    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    if digest != SDIST_SHA256:
-        sys.exit(f"{SDIST}: sha256 {digest} != pinned {SDIST_SHA256}")
+    path = download(PKG, VERSION, SDIST, SDIST_SHA256, sdist=True)
+    tmp = os.path.dirname(path)
     with tarfile.open(path) as t:
         members = [m for m in t.getmembers() if m.isfile() and (
             "/data/benchmark/" in m.name or m.name.endswith("/bench/test_cases.json") or m.name.endswith("/PKG-INFO"))]
@@ -143,8 +139,6 @@ for k, it in enumerate(load(REL)):
         "category": it["category"], "content_type": it.get("content_type"),
         "description": it.get("source_description")})
 
-with open(os.path.join(HERE, SRC + ".jsonl"), "w", encoding="utf-8") as f:
-    for r in out:
-        f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+write_records(__file__, SRC, out)
 print(len(out), "records:", sum(r["label"] == "attack" for r in out), "attack,",
       sum(r["label"] == "benign" for r in out), "benign;", len(dropped), "left out")

