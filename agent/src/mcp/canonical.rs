@@ -34,10 +34,32 @@ impl Sink for Sha256 {
     }
 }
 
+/// Which canonical form: JCS itself, or the audit trail's variant of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// RFC 8785: members by UTF-16 code units, every number through a double.
+    Jcs,
+    /// Members by UTF-8 bytes, integers in exact decimal (an edit to a large integer's last
+    /// digit must change a record's hash); other numbers as in JCS.
+    ExactIntegers,
+}
+
 /// The JCS serialisation of `value`.
 pub fn to_canonical_vec(value: &Value) -> Vec<u8> {
+    to_vec_in(Form::Jcs, value)
+}
+
+/// The serialisation of `value` in `form`.
+pub(crate) fn to_vec_in(form: Form, value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
-    write_value(value, &mut out);
+    write_value(form, value, &mut out);
+    out
+}
+
+/// The serialisation of an object in `form`, without building a [`Value`] around it.
+pub(crate) fn object_to_vec_in(form: Form, map: &Map<String, Value>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_object(form, map, &mut out);
     out
 }
 
@@ -47,12 +69,12 @@ pub fn to_canonical_string(value: &Value) -> String {
     String::from_utf8_lossy(&to_canonical_vec(value)).into_owned()
 }
 
-fn write_value(value: &Value, out: &mut impl Sink) {
+fn write_value(form: Form, value: &Value, out: &mut impl Sink) {
     match value {
         Value::Null => out.put(b"null"),
         Value::Bool(true) => out.put(b"true"),
         Value::Bool(false) => out.put(b"false"),
-        Value::Number(n) => write_number(n, out),
+        Value::Number(n) => write_number(form, n, out),
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
             out.put(b"[");
@@ -60,18 +82,22 @@ fn write_value(value: &Value, out: &mut impl Sink) {
                 if i > 0 {
                     out.put(b",");
                 }
-                write_value(item, out);
+                write_value(form, item, out);
             }
             out.put(b"]");
         }
-        Value::Object(map) => write_object(map, out),
+        Value::Object(map) => write_object(form, map, out),
     }
 }
 
-fn write_object(map: &Map<String, Value>, out: &mut impl Sink) {
+fn write_object(form: Form, map: &Map<String, Value>, out: &mut impl Sink) {
+    // serde_json keeps insertion order here (`preserve_order`): exactly what must not matter.
     let mut members: Vec<(&String, &Value)> = map.iter().collect();
-    members.sort_by(|a, b| utf16_cmp(a.0, b.0));
-    write_members(members.into_iter().map(|(k, v)| (k.as_str(), v)), out);
+    match form {
+        Form::Jcs => members.sort_by(|a, b| utf16_cmp(a.0, b.0)),
+        Form::ExactIntegers => members.sort_unstable_by(|a, b| a.0.cmp(b.0)),
+    }
+    write_members(form, members.into_iter().map(|(k, v)| (k.as_str(), v)), out);
 }
 
 /// SHA-256 (hex) of the JCS form of a call's arguments. The key that links the call a model
@@ -79,11 +105,15 @@ fn write_object(map: &Map<String, Value>, out: &mut impl Sink) {
 /// and spacing each side used.
 pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
     let mut hasher = Sha256::new();
-    write_object(arguments, &mut hasher);
+    write_object(Form::Jcs, arguments, &mut hasher);
     hex::encode(hasher.finalize())
 }
 
-fn write_members<'a>(members: impl Iterator<Item = (&'a str, &'a Value)>, out: &mut impl Sink) {
+fn write_members<'a>(
+    form: Form,
+    members: impl Iterator<Item = (&'a str, &'a Value)>,
+    out: &mut impl Sink,
+) {
     out.put(b"{");
     for (i, (key, value)) in members.enumerate() {
         if i > 0 {
@@ -91,7 +121,7 @@ fn write_members<'a>(members: impl Iterator<Item = (&'a str, &'a Value)>, out: &
         }
         write_string(key, out);
         out.put(b":");
-        write_value(value, out);
+        write_value(form, value, out);
     }
     out.put(b"}");
 }
@@ -105,7 +135,15 @@ pub fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
-fn write_number(n: &serde_json::Number, out: &mut impl Sink) {
+fn write_number(form: Form, n: &serde_json::Number, out: &mut impl Sink) {
+    if form == Form::ExactIntegers {
+        if let Some(u) = n.as_u64() {
+            return out.put(u.to_string().as_bytes());
+        }
+        if let Some(i) = n.as_i64() {
+            return out.put(i.to_string().as_bytes());
+        }
+    }
     // i64/u64 convert with round-to-nearest-even, the double an ECMAScript parser would pick.
     let f = n.as_f64().unwrap_or(0.0);
     let mut buf = ryu_js::Buffer::new();
@@ -170,9 +208,9 @@ pub fn definition_hash(tool: &Value) -> ToolHash {
                 None | Some(Value::Null) => None,
                 Some(v) => Some((*key, v)),
             });
-            write_members(members, &mut hasher);
+            write_members(Form::Jcs, members, &mut hasher);
         }
-        None => write_value(tool, &mut hasher),
+        None => write_value(Form::Jcs, tool, &mut hasher),
     }
     ToolHash(hasher.finalize().into())
 }
