@@ -80,6 +80,8 @@ pub enum EventKind {
     /// Retention deleted events to keep the store within its bounds: how many, of which
     /// sessions, up to when.
     RetentionDeleted,
+    /// The daemon signed the trail's head (`evidence`): the checkpoint is in `details`.
+    AuditCheckpoint,
 }
 
 impl EventKind {
@@ -112,6 +114,7 @@ impl EventKind {
             Self::PolicyServerUnseen => "policy_server_unseen",
             Self::LimitReached => "limit_reached",
             Self::RetentionDeleted => "retention_deleted",
+            Self::AuditCheckpoint => crate::evidence::CHECKPOINT_KIND,
         }
     }
 
@@ -143,6 +146,7 @@ impl EventKind {
         Self::PolicyServerUnseen,
         Self::LimitReached,
         Self::RetentionDeleted,
+        Self::AuditCheckpoint,
     ];
 }
 
@@ -209,6 +213,10 @@ pub struct Event {
     /// Event-specific fields (findings, old and new hash, removed variable names ...).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub details: Value,
+    /// Tamper evidence, set by the event log as it stores the event: `{seq, prev,
+    /// session_prev, hash}` (see `evidence`). Kept as stored so exports verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Value>,
 }
 
 impl Event {
@@ -226,6 +234,7 @@ impl Event {
             rule: None,
             severity: None,
             details: Value::Null,
+            chain: None,
         }
     }
 

@@ -28,7 +28,7 @@ use agentsh::export::OtlpExporter;
 use agentsh::kernel::{KernelPrograms, caps};
 use agentsh::session::trust::Trust;
 use agentsh::session::{Sessions, Tracking};
-use agentsh::store::{EventLog, PinStore, Retention};
+use agentsh::store::{CheckpointPolicy, EventLog, LogOptions, PinStore, Retention};
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
@@ -146,8 +146,19 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         max_age: Some(config.retention.max_age),
         max_bytes: Some(config.retention.max_bytes),
     };
+    let checkpoints = CheckpointPolicy {
+        every_events: config.checkpoints.every_events,
+        every: config.checkpoints.every,
+    };
     let log = Arc::new(
-        EventLog::open_with(&config.state_dir, retention).context("opening the event log")?,
+        EventLog::open_with(
+            &config.state_dir,
+            LogOptions {
+                retention,
+                checkpoints,
+            },
+        )
+        .context("opening the event log")?,
     );
     let pins = PinStore::open(&config.state_dir).context("opening the pin store")?;
     let webhook = match &config.alerts.webhook_url {

@@ -9,6 +9,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::alerts::{self, AlertsConfig};
+use super::checkpoints::{self, CheckpointsConfig};
 use super::diagnostic::{ConfigError, Diagnostic, Location, Report};
 use super::export::{self, OtlpConfig};
 use super::formats::check_id;
@@ -53,6 +54,7 @@ const ROOT_KEYS: &[&str] = &[
     "kernel",
     "on_detection",
     "retention",
+    "checkpoints",
     "otlp",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
@@ -82,6 +84,8 @@ pub struct DaemonConfig {
     pub alerts: AlertsConfig,
     /// `retention`: how much of the audit trail is kept.
     pub retention: RetentionConfig,
+    /// `checkpoints`: how often the trail's head is signed.
+    pub checkpoints: CheckpointsConfig,
     /// `otlp`: where the audit trail is exported.
     pub otlp: OtlpConfig,
     /// Findings that did not stop the file from loading, in file order.
@@ -170,6 +174,7 @@ impl DaemonConfig {
             kernel: KernelConfig::default(),
             alerts: AlertsConfig::default(),
             retention: RetentionConfig::default(),
+            checkpoints: CheckpointsConfig::default(),
             otlp: OtlpConfig::default(),
             warnings: Vec::new(),
         }
@@ -209,6 +214,10 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .get("retention")
         .map(|n| retention::read(r, n))
         .unwrap_or_default();
+    let checkpoints = f
+        .get("checkpoints")
+        .map(|n| checkpoints::read(r, n))
+        .unwrap_or_default();
     let otlp = f
         .get("otlp")
         .map(|n| export::read(r, n))
@@ -243,6 +252,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         kernel,
         alerts,
         retention,
+        checkpoints,
         otlp,
         warnings: Vec::new(),
     })

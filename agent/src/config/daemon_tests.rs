@@ -163,7 +163,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention, otlp)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention, checkpoints, otlp)"
         ]
     );
 }

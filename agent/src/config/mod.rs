@@ -20,6 +20,7 @@
 //! errors look the same: [`load_daemon_file`] / [`load_daemon_str`] return a [`DaemonConfig`].
 
 mod alerts;
+mod checkpoints;
 mod daemon;
 mod diagnostic;
 mod export;
@@ -44,6 +45,7 @@ mod spelling_tests;
 mod tests;
 
 pub use alerts::AlertsConfig;
+pub use checkpoints::CheckpointsConfig;
 pub use daemon::{
     CgroupParent, CustomServer, DEFAULT_DAEMON_CONFIG, DaemonConfig, LauncherConfig,
     SessionsConfig, load_daemon_file, load_daemon_str,

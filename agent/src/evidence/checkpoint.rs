@@ -41,9 +41,11 @@ pub enum CheckpointReason {
     SessionEnd,
     /// The daemon is stopping.
     Shutdown,
-    /// Old records were deleted from the front of the trail; the checkpoint says where the
-    /// trail now starts.
+    /// Retention deleted old records; the checkpoint lists every run of seqs now absent.
     Retention,
+    /// The chain begins after records written before the trail was chained (an upgraded
+    /// daemon's old trail): `seq` is the last of those, `head` the zero hash.
+    ChainStart,
 }
 
 impl CheckpointReason {
@@ -53,6 +55,7 @@ impl CheckpointReason {
             Self::SessionEnd => "session_end",
             Self::Shutdown => "shutdown",
             Self::Retention => "retention",
+            Self::ChainStart => "chain_start",
         }
     }
 }
@@ -66,13 +69,17 @@ pub struct Checkpoint {
     /// When it was signed, milliseconds since the Unix epoch.
     pub time_ms: u64,
     pub reason: CheckpointReason,
-    /// Retention only: the seq of the oldest record kept.
+    /// Retention only: every maximal run `[from, to]` (inclusive) of seqs absent from the
+    /// trail up to the newest record deleted, as retention left it. The verifier accepts a gap
+    /// only when a signed run is exactly that gap: deleting one record more shows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<[u64; 2]>,
+    /// Session end only: the session, and the hash of its last record, so that one session's
+    /// records alone show a cut-off tail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_kept_seq: Option<u64>,
-    /// Retention only: that record's `prev` (the hash of the last deleted record), so the
-    /// verifier can accept a trail that starts there and nowhere else.
+    pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_kept_prev: Option<String>,
+    pub session_head: Option<String>,
     /// First 16 hex digits of SHA-256 of the public key: which key signed.
     pub key_id: String,
     /// Hex Ed25519 signature over [`CHECKPOINT_DOMAIN`] and the canonical JSON of every other
@@ -95,11 +102,19 @@ impl Checkpoint {
         m.insert("head".into(), self.head.clone().into());
         m.insert("time_ms".into(), self.time_ms.into());
         m.insert("reason".into(), self.reason.as_str().into());
-        if let Some(seq) = self.first_kept_seq {
-            m.insert("first_kept_seq".into(), seq.into());
+        if !self.deleted.is_empty() {
+            let runs = self
+                .deleted
+                .iter()
+                .map(|[from, to]| Value::Array(vec![(*from).into(), (*to).into()]))
+                .collect();
+            m.insert("deleted".into(), Value::Array(runs));
         }
-        if let Some(prev) = &self.first_kept_prev {
-            m.insert("first_kept_prev".into(), prev.clone().into());
+        if let Some(session) = &self.session {
+            m.insert("session".into(), session.clone().into());
+        }
+        if let Some(head) = &self.session_head {
+            m.insert("session_head".into(), head.clone().into());
         }
         m.insert("key_id".into(), self.key_id.clone().into());
         m
@@ -269,38 +284,57 @@ impl Signer {
         time_unix_ms: u64,
         reason: CheckpointReason,
     ) -> Checkpoint {
-        self.sign(Checkpoint {
-            seq,
-            head: head_hash.to_owned(),
-            time_ms: time_unix_ms,
-            reason,
-            first_kept_seq: None,
-            first_kept_prev: None,
-            key_id: self.id.clone(),
-            signature: String::new(),
-        })
+        self.sign(self.draft(seq, head_hash, time_unix_ms, reason))
     }
 
-    /// The retention marker: signs the head and says that the trail now starts at
-    /// `first_kept_seq`, whose record's `prev` is `first_kept_prev`.
+    /// The session-end checkpoint: the head, and `session`'s last record (`session_head`).
+    pub fn sign_session_end(
+        &self,
+        seq: u64,
+        head_hash: &str,
+        time_unix_ms: u64,
+        session: &str,
+        session_head: Option<&str>,
+    ) -> Checkpoint {
+        let mut cp = self.draft(seq, head_hash, time_unix_ms, CheckpointReason::SessionEnd);
+        cp.session = Some(session.to_owned());
+        cp.session_head = session_head.map(str::to_owned);
+        self.sign(cp)
+    }
+
+    /// The retention marker: signs the head and the runs of seqs now absent (`deleted`,
+    /// inclusive `[from, to]`, ascending).
     pub fn sign_retention(
         &self,
         seq: u64,
         head_hash: &str,
         time_unix_ms: u64,
-        first_kept_seq: u64,
-        first_kept_prev: &str,
+        deleted: Vec<[u64; 2]>,
     ) -> Checkpoint {
-        self.sign(Checkpoint {
+        let mut cp = self.draft(seq, head_hash, time_unix_ms, CheckpointReason::Retention);
+        cp.deleted = deleted;
+        self.sign(cp)
+    }
+
+    /// An unsigned checkpoint with no optional fields.
+    fn draft(
+        &self,
+        seq: u64,
+        head_hash: &str,
+        time_ms: u64,
+        reason: CheckpointReason,
+    ) -> Checkpoint {
+        Checkpoint {
             seq,
             head: head_hash.to_owned(),
-            time_ms: time_unix_ms,
-            reason: CheckpointReason::Retention,
-            first_kept_seq: Some(first_kept_seq),
-            first_kept_prev: Some(first_kept_prev.to_owned()),
+            time_ms,
+            reason,
+            deleted: Vec::new(),
+            session: None,
+            session_head: None,
             key_id: self.id.clone(),
             signature: String::new(),
-        })
+        }
     }
 
     fn sign(&self, mut cp: Checkpoint) -> Checkpoint {

@@ -68,9 +68,14 @@ impl Builder {
 
     fn checkpoint(&mut self, reason: CheckpointReason, session: Option<&str>) {
         let time = 1_735_689_600_000 + self.chain.last_seq();
-        let cp =
-            self.signer
-                .sign_checkpoint(self.chain.last_seq(), self.chain.head(), time, reason);
+        let (seq, head) = (self.chain.last_seq(), self.chain.head());
+        let cp = match (reason, session) {
+            (CheckpointReason::SessionEnd, Some(s)) => {
+                self.signer
+                    .sign_session_end(seq, head, time, s, self.chain.session_head(s))
+            }
+            _ => self.signer.sign_checkpoint(seq, head, time, reason),
+        };
         self.push(cp.to_record(session), session);
     }
 }
@@ -474,8 +479,7 @@ fn retained() -> Vec<Value> {
         b.chain.last_seq(),
         b.chain.head(),
         1_735_700_000_000,
-        first.seq,
-        &first.prev,
+        vec![[1, 15]],
     );
     b.push(cp.to_record(None), None);
     b.records
@@ -599,7 +603,8 @@ fn checkpoints_sign_and_verify() {
         |c: &mut Checkpoint| c.seq += 1,
         |c: &mut Checkpoint| c.head = "cd".repeat(32),
         |c: &mut Checkpoint| c.reason = CheckpointReason::Interval,
-        |c: &mut Checkpoint| c.first_kept_seq = Some(1),
+        |c: &mut Checkpoint| c.deleted = vec![[1, 1]],
+        |c: &mut Checkpoint| c.session = Some("s".into()),
         |c: &mut Checkpoint| c.signature = "00".repeat(64),
         |c: &mut Checkpoint| c.signature = "zz".into(),
     ] {
@@ -619,9 +624,19 @@ fn checkpoints_sign_and_verify() {
         verify_checkpoint("abcd", &cp),
         Err(EvidenceError::BadPublicKey)
     ));
-    let retention = signer.sign_retention(9, &"ab".repeat(32), 5, 3, &"ef".repeat(32));
+    let retention = signer.sign_retention(9, &"ab".repeat(32), 5, vec![[1, 3], [5, 8]]);
     verify_checkpoint(&signer.public_key_hex(), &retention).unwrap();
-    assert_eq!(retention.to_value()["first_kept_seq"], 3);
+    assert_eq!(retention.to_value()["deleted"], json!([[1, 3], [5, 8]]));
+    assert_eq!(
+        serde_json::to_value(&retention).unwrap(),
+        retention.to_value()
+    );
+    let end = signer.sign_session_end(9, &"ab".repeat(32), 5, "s1", Some(&"cd".repeat(32)));
+    verify_checkpoint(&signer.public_key_hex(), &end).unwrap();
+    assert_eq!(serde_json::to_value(&end).unwrap(), end.to_value());
+    let mut moved = end.clone();
+    moved.session = Some("s2".into());
+    assert!(verify_checkpoint(&signer.public_key_hex(), &moved).is_err());
 }
 
 #[test]
@@ -750,4 +765,201 @@ fn canonical_json_prints_numbers_exactly_and_stably() {
         canonical_json(&json!([1, 2.5, null, [], {}])),
         b"[1,2.5,null,[],{}]"
     );
+}
+
+/// The absent runs of seqs up to `up_to` once `gone` (seqs) are deleted from `records`.
+fn absent_runs(records: &[Value], up_to: u64) -> Vec<[u64; 2]> {
+    let present: std::collections::BTreeSet<u64> = records.iter().map(seq_of).collect();
+    let mut runs: Vec<[u64; 2]> = Vec::new();
+    for seq in 1..=up_to {
+        if present.contains(&seq) {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(run) if run[1] + 1 == seq => run[1] = seq,
+            _ => runs.push([seq, seq]),
+        }
+    }
+    runs
+}
+
+/// Retention deleted #1..#24 except session "a"'s records (a live session keeps its own),
+/// and signed the runs it left.
+fn retained_around_a_live_session() -> Vec<Value> {
+    let mut b = build();
+    b.records.retain(|r| seq_of(r) > 24 || r["session"] == "a");
+    let runs = absent_runs(&b.records, 24);
+    assert!(runs.len() > 3, "{runs:?}");
+    let cp = b
+        .signer
+        .sign_retention(b.chain.last_seq(), b.chain.head(), 1_735_700_000_000, runs);
+    b.push(cp.to_record(None), None);
+    b.records
+}
+
+#[test]
+fn retention_gaps_between_kept_records_verify_and_one_more_deletion_shows() {
+    let records = retained_around_a_live_session();
+    let report = check(&records, Some(&pubkey()), None);
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let kept_before_25 = records.iter().filter(|r| seq_of(r) <= 24).count() as u64;
+    assert_eq!(report.retention_deleted, 24 - kept_before_25);
+    assert_eq!(report.unsigned_tail, 0);
+    // Session "a" on its own still verifies.
+    let a = session_records(&records, "a");
+    assert!(check(&a, Some(&pubkey()), Some("a")).is_ok());
+
+    // One of the kept records deleted as well: two runs merge into one nobody signed.
+    let mut cut = records.clone();
+    let victim = 1; // the second kept record, between two runs
+    let next_seq = seq_of(&cut[victim + 1]);
+    cut.remove(victim);
+    let report = check(&cut, Some(&pubkey()), None);
+    assert_eq!(problems(&report).len(), 1, "{:?}", report.problems);
+    assert!(matches!(
+        problems(&report)[0],
+        (i, Some(seq), ProblemKind::Missing { .. }) if i == victim + 1 && seq == next_seq
+    ));
+    // The record right after the retention runs deleted too.
+    let mut cut = records.clone();
+    let victim = cut.iter().position(|r| seq_of(r) == 25).unwrap();
+    cut.remove(victim);
+    let report = check(&cut, Some(&pubkey()), None);
+    assert!(
+        matches!(
+            problems(&report).as_slice(),
+            [(_, Some(26), ProblemKind::Missing { found_seq: 26, .. })]
+        ),
+        "{:?}",
+        report.problems
+    );
+    // An unsigned marker (forged) vouches for nothing.
+    let mut forged = records.clone();
+    let last = forged.len() - 1;
+    forged[last]["details"]["signature"] = "00".repeat(64).into();
+    let report = check(&forged, Some(&pubkey()), None);
+    assert!(
+        problems(&report)
+            .iter()
+            .any(|p| p.2 == ProblemKind::BadSignature)
+    );
+    assert!(
+        problems(&report)
+            .iter()
+            .any(|p| p.2 == ProblemKind::StartsMidTrail)
+    );
+}
+
+/// A trail that began before chaining: five old records without chain fields, then the chain
+/// starts with a `chain_start` checkpoint.
+fn upgraded() -> Vec<Value> {
+    let signer = Signer::from_seed(&SEED);
+    let mut records: Vec<Value> = (1..=5)
+        .map(|n| {
+            let mut r = event_record(n, "mcp_tool_called", Some("old"));
+            r.insert("seq".into(), n.into());
+            Value::Object(r)
+        })
+        .collect();
+    let mut chain = Chain::resume(5, ZERO_HASH.to_owned(), HashMap::new());
+    let start = signer.sign_checkpoint(5, ZERO_HASH, 1, CheckpointReason::ChainStart);
+    let mut start = start.to_record(None);
+    chain.seal(&mut start, None);
+    records.push(Value::Object(start));
+    for n in 6..=9 {
+        let mut r = event_record(n, "mcp_tool_called", Some("new"));
+        chain.seal(&mut r, Some("new"));
+        records.push(Value::Object(r));
+    }
+    let end = signer.sign_checkpoint(
+        chain.last_seq(),
+        chain.head(),
+        2,
+        CheckpointReason::Shutdown,
+    );
+    let mut end = end.to_record(None);
+    chain.seal(&mut end, None);
+    records.push(Value::Object(end));
+    records
+}
+
+#[test]
+fn a_trail_chained_after_an_upgrade_verifies_from_its_chain_start() {
+    let records = upgraded();
+    let report = check(&records, Some(&pubkey()), None);
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!((report.unchained, report.first_seq), (5, Some(6)));
+    assert_eq!((report.checkpoints_verified, report.unsigned_tail), (2, 0));
+    // Without its chain start the chained part starts mid-trail.
+    let mut no_start = records.clone();
+    no_start.remove(5);
+    let report = check(&no_start, Some(&pubkey()), None);
+    assert_eq!(
+        problems(&report),
+        [(6, Some(7), ProblemKind::StartsMidTrail)]
+    );
+    // A chained record with its chain fields taken out is not an old record.
+    let mut stripped = records.clone();
+    stripped[7].as_object_mut().unwrap().remove(CHAIN_KEY);
+    let report = check(&stripped, Some(&pubkey()), None);
+    assert_eq!(problems(&report), [(8, None, ProblemKind::Unparsable)]);
+    // A chain start in the middle of a chain signs the wrong head.
+    let mut b = build();
+    b.checkpoint(CheckpointReason::ChainStart, None);
+    let mut records = b.records;
+    let last = records.len() - 1;
+    let start = Signer::from_seed(&SEED).sign_checkpoint(
+        seq_of(&records[last]) - 1,
+        ZERO_HASH,
+        3,
+        CheckpointReason::ChainStart,
+    );
+    let mut start = start.to_record(None);
+    start.insert(CHAIN_KEY.into(), records[last][CHAIN_KEY].clone());
+    records[last] = Value::Object(start);
+    reseal(&mut records, last);
+    let report = check(&records, Some(&pubkey()), None);
+    assert_eq!(
+        problems(&report),
+        [(
+            last + 1,
+            Some(seq_of(&records[last])),
+            ProblemKind::CheckpointMismatch
+        )]
+    );
+}
+
+#[test]
+fn a_sessions_cut_off_tail_shows_against_its_session_end_checkpoint() {
+    let b = build();
+    let c = session_records(&b.records, "c");
+    let report = check(&c, Some(&pubkey()), Some("c"));
+    assert!(report.is_ok(), "{:?}", report.problems);
+    // Only c's own records (no interval checkpoints): the session end still closes it.
+    let only_c: Vec<Value> = b
+        .records
+        .iter()
+        .filter(|r| r["session"] == "c")
+        .cloned()
+        .collect();
+    let report = check(&only_c, Some(&pubkey()), Some("c"));
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!((report.checkpoints_verified, report.unsigned_tail), (1, 0));
+    // c's last two records before its end are dropped.
+    let mut cut = only_c.clone();
+    let end = cut.len() - 1;
+    cut.drain(end - 2..end);
+    let report = check(&cut, Some(&pubkey()), Some("c"));
+    assert_eq!(
+        problems(&report)
+            .iter()
+            .map(|p| p.2.clone())
+            .collect::<Vec<_>>(),
+        [ProblemKind::CheckpointMismatch, ProblemKind::BrokenLink]
+    );
+    // A late record of c after its end starts a new run of links and verifies.
+    let mut b = build();
+    b.event(99, "mcp_tool_called", Some("c"));
+    let c = session_records(&b.records, "c");
+    assert!(check(&c, Some(&pubkey()), Some("c")).is_ok());
 }

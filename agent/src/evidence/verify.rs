@@ -15,11 +15,17 @@
 //! 5. Checkpoint events: the signature verifies with the given key, else `BadSignature`; the
 //!    checkpoint's `seq`/`head` are the record right before it, else `CheckpointMismatch`.
 //!
-//! Where the trail starts: seq 1 must have `prev` = [`ZERO_HASH`]. A trail whose first record
-//! has a later seq is `StartsMidTrail` unless a retention checkpoint in the trail vouches for
-//! exactly that start (its `first_kept_seq` and `first_kept_prev` are the first record's seq and
-//! prev, and its signature verifies when a key is given). The marker is signed and chained
-//! after the kept records, so deleting more from the front than retention did shows.
+//! Where the trail starts: seq 1 must have `prev` = [`ZERO_HASH`]. A trail whose first chained
+//! record has a later seq is `StartsMidTrail` unless a trusted checkpoint vouches for exactly
+//! that start: a retention checkpoint whose `deleted` runs include `[1, seq - 1]`, or the
+//! `chain_start` checkpoint itself (an upgraded daemon began chaining there; its `head` is the
+//! zero hash). Records without chain fields before the first chained one were written before
+//! the trail was chained: they are counted (`unchained`), not vouched for, and not a problem.
+//!
+//! Retention deletes old records wherever they are (it keeps live sessions' records), so gaps
+//! inside the trail are normal after it. A gap `[lo, hi)` is accepted when a trusted retention
+//! checkpoint lists exactly the run `[lo, hi - 1]`: retention signs every run of absent seqs as
+//! it leaves them, so one record deleted next to a run, or inside kept records, still shows.
 //!
 //! Where it ends: a cut-off tail cannot be told from a trail that simply ends, except against
 //! a signature. `unsigned_tail` says how many records follow the last checkpoint that verified
@@ -30,10 +36,12 @@
 //! With `session`, the input is one session's records (plus, ideally, the checkpoint events):
 //! global seq gaps are expected, so only increasing seqs, `session_prev` links between that
 //! session's records, and `prev`/checkpoint heads between records whose seqs are adjacent are
-//! checked. A session whose first record has a `session_prev` is `StartsMidTrail` unless the
-//! input holds a retention checkpoint that kept it (`first_kept_seq` at or before it). That is
-//! weaker than the global check: it cannot tell retention's deletions from later ones; verify
-//! the whole trail to be sure.
+//! checked. The session's `session_end` checkpoint signs the hash of its last record
+//! (`session_head`), so a cut-off session tail shows; records after it start a new run of
+//! links. A session whose first record has a `session_prev` is `StartsMidTrail` unless the
+//! input holds a retention checkpoint that deleted something before it. That is weaker than
+//! the global check: it cannot tell retention's deletions from later ones; verify the whole
+//! trail to be sure.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -103,6 +111,11 @@ pub struct Report {
     /// Records after the last verified checkpoint: the part a truncation could have shortened
     /// unnoticed.
     pub unsigned_tail: usize,
+    /// Records before the chain begins that carry no chain fields (written before the trail was
+    /// chained): not vouched for.
+    pub unchained: usize,
+    /// Seqs absent because a trusted retention checkpoint says it deleted them.
+    pub retention_deleted: u64,
 }
 
 impl Report {
@@ -159,10 +172,14 @@ struct Verifier<'a> {
     session_head: Option<String>,
     /// The first chained record: (index, seq, prev).
     first: Option<(usize, u64, String)>,
+    /// Session mode: whether a record of the session has been seen.
+    session_seen: bool,
     /// Session mode: the session's first record, when it links to an earlier one.
     session_start: Option<(usize, u64)>,
-    /// (first_kept_seq, first_kept_prev) of retention checkpoints that verified.
-    retention: Vec<(u64, String)>,
+    /// The `deleted` runs of trusted retention checkpoints.
+    retention: HashSet<(u64, u64)>,
+    /// Index of a trusted `chain_start` checkpoint that is the first chained record.
+    chain_start: Option<usize>,
     gaps: Vec<Gap>,
     /// Index of the last verified checkpoint.
     trusted: usize,
@@ -193,8 +210,10 @@ impl<'a> Verifier<'a> {
             unreadable: 0,
             session_head: None,
             first: None,
+            session_seen: false,
             session_start: None,
-            retention: Vec::new(),
+            retention: HashSet::new(),
+            chain_start: None,
             gaps: Vec::new(),
             trusted: 0,
         }
@@ -219,6 +238,11 @@ impl<'a> Verifier<'a> {
         };
         let fields = match ChainFields::from_map(&map) {
             Ok(fields) => fields,
+            // Written before the trail was chained.
+            Err(_) if self.first.is_none() && !map.contains_key(super::CHAIN_KEY) => {
+                self.report.unchained += 1;
+                return;
+            }
             Err(e) => return self.unreadable(e.to_string()),
         };
         let seq = fields.seq;
@@ -242,12 +266,18 @@ impl<'a> Verifier<'a> {
         self.report.last_seq = Some(seq);
 
         let advanced = self.check_sequence(&fields);
-        if let Some(checkpoint) = checkpoint {
-            self.check_checkpoint(seq, checkpoint);
-        }
+        let closes_session = match checkpoint {
+            Some(checkpoint) => self.check_checkpoint(seq, checkpoint),
+            None => false,
+        };
         if advanced {
             if self.session.is_some() && self.session == record_session.as_deref() {
                 self.check_session_link(&fields);
+                if closes_session {
+                    // The daemon forgets an ended session's head: later records of it (late
+                    // events) start a new run of links.
+                    self.session_head = None;
+                }
             }
             self.last = Some(Link {
                 seq,
@@ -326,7 +356,15 @@ impl<'a> Verifier<'a> {
     fn check_session_link(&mut self, fields: &ChainFields) {
         match (&self.session_head, &fields.session_prev) {
             (None, None) => {}
-            (None, Some(_)) => self.session_start = Some((self.index, fields.seq)),
+            (None, Some(_)) if !self.session_seen => {
+                self.session_start = Some((self.index, fields.seq));
+            }
+            // After its end checkpoint a session's records start afresh.
+            (None, Some(_)) => self.problem(
+                Some(fields.seq),
+                ProblemKind::BrokenLink,
+                "session_prev links to a record before the session's end",
+            ),
             (Some(head), found) if found.as_ref() != Some(head) => self.problem(
                 Some(fields.seq),
                 ProblemKind::BrokenLink,
@@ -335,14 +373,22 @@ impl<'a> Verifier<'a> {
             (Some(_), _) => {}
         }
         self.session_head = Some(fields.hash.clone());
+        self.session_seen = true;
     }
 
-    fn check_checkpoint(&mut self, seq: u64, checkpoint: Result<Checkpoint, super::EvidenceError>) {
+    /// Checks a checkpoint record; whether it is a trusted `session_end` of the session being
+    /// verified (session mode).
+    fn check_checkpoint(
+        &mut self,
+        seq: u64,
+        checkpoint: Result<Checkpoint, super::EvidenceError>,
+    ) -> bool {
         self.report.checkpoints += 1;
         let cp = match checkpoint {
             Ok(cp) => cp,
             Err(e) => {
-                return self.problem(Some(seq), ProblemKind::CheckpointMismatch, e.to_string());
+                self.problem(Some(seq), ProblemKind::CheckpointMismatch, e.to_string());
+                return false;
             }
         };
         let signed = match &self.key {
@@ -355,6 +401,14 @@ impl<'a> Verifier<'a> {
                 }
             },
         };
+        let trusted = match self.key {
+            Key::Valid(_) => signed,
+            Key::None => true,
+            Key::Invalid => false,
+        };
+        let own_session_end = self.session.is_some()
+            && cp.reason == CheckpointReason::SessionEnd
+            && cp.session.as_deref() == self.session;
         let head_matches = if cp.seq.checked_add(1) != Some(seq) {
             self.problem(
                 Some(seq),
@@ -362,6 +416,18 @@ impl<'a> Verifier<'a> {
                 format!("signs #{} but is recorded as #{seq}", cp.seq),
             );
             false
+        } else if own_session_end {
+            // The session's own last record, wherever the global head was.
+            if cp.session_head != self.session_head {
+                self.problem(
+                    Some(seq),
+                    ProblemKind::CheckpointMismatch,
+                    "session_head is not the hash of the session's last record",
+                );
+                false
+            } else {
+                true
+            }
         } else {
             match &self.last {
                 Some(last) if last.seq == cp.seq && last.hash != cp.head => {
@@ -373,20 +439,19 @@ impl<'a> Verifier<'a> {
                     false
                 }
                 Some(last) => last.seq == cp.seq,
-                // Nothing before it to compare with (a gap is reported as such).
-                None => false,
+                // The first chained record: only a chain start signs "nothing before".
+                None => {
+                    let starts = cp.reason == CheckpointReason::ChainStart && cp.head == ZERO_HASH;
+                    if starts && trusted {
+                        self.chain_start = Some(self.index);
+                    }
+                    starts
+                }
             }
         };
-        let trusted = match self.key {
-            Key::Valid(_) => signed,
-            Key::None => true,
-            Key::Invalid => false,
-        };
-        if trusted
-            && cp.reason == CheckpointReason::Retention
-            && let (Some(kept_seq), Some(kept_prev)) = (cp.first_kept_seq, cp.first_kept_prev)
-        {
-            self.retention.push((kept_seq, kept_prev));
+        if trusted && cp.reason == CheckpointReason::Retention {
+            self.retention
+                .extend(cp.deleted.iter().map(|[from, to]| (*from, *to)));
         }
         if trusted && head_matches {
             self.trusted = self.index;
@@ -394,38 +459,58 @@ impl<'a> Verifier<'a> {
                 self.report.checkpoints_verified += 1;
             }
         }
+        trusted && own_session_end
     }
 
     fn finish(mut self) -> Report {
+        let mut accepted = HashSet::new();
         for gap in &self.gaps {
             if gap.filled.len() as u64 == gap.hi - gap.lo
                 && let Some(p) = self.report.problems.get_mut(gap.problem)
             {
                 p.kind = ProblemKind::Reordered;
                 p.detail = format!("comes before #{}..#{}", gap.lo, gap.hi - 1);
+            } else if self.retention.contains(&(gap.lo, gap.hi - 1)) {
+                accepted.insert(gap.problem);
+                self.report.retention_deleted += gap.hi - gap.lo;
             }
+        }
+        if !accepted.is_empty() {
+            let mut i = 0;
+            self.report.problems.retain(|_| {
+                i += 1;
+                !accepted.contains(&(i - 1))
+            });
         }
         if self.session.is_none() {
             if let Some((index, seq, prev)) = &self.first
                 && *seq > 1
-                && !self
+            {
+                // The run before the first chained record; older records without chain fields
+                // may have been kept in front of it (a live session's, from before chaining).
+                let by_retention = self
                     .retention
                     .iter()
-                    .any(|(kept_seq, kept_prev)| kept_seq == seq && kept_prev == prev)
-            {
-                self.report.problems.push(Problem {
-                    index: *index,
-                    seq: Some(*seq),
-                    kind: ProblemKind::StartsMidTrail,
-                    detail: format!(
-                        "the trail starts at #{seq} and no retention checkpoint says #1..#{} \
-                         were deleted",
-                        seq - 1
-                    ),
-                });
+                    .any(|(from, to)| *to == seq - 1 && (*from == 1 || self.report.unchained > 0));
+                let by_chain_start = self.chain_start == Some(*index) && prev == ZERO_HASH;
+                if by_retention {
+                    self.report.retention_deleted +=
+                        (seq - 1).saturating_sub(self.report.unchained as u64);
+                } else if !by_chain_start {
+                    self.report.problems.push(Problem {
+                        index: *index,
+                        seq: Some(*seq),
+                        kind: ProblemKind::StartsMidTrail,
+                        detail: format!(
+                            "the trail starts at #{seq} and no signed checkpoint says why #1..#{} \
+                             are not there",
+                            seq - 1
+                        ),
+                    });
+                }
             }
         } else if let Some((index, seq)) = self.session_start
-            && !self.retention.iter().any(|(kept_seq, _)| *kept_seq <= seq)
+            && !self.retention.iter().any(|(from, _)| *from < seq)
         {
             self.report.problems.push(Problem {
                 index,

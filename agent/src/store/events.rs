@@ -5,6 +5,10 @@
 //! SIGKILL loses nothing it recorded: the kernel already holds the journal bytes, and the next
 //! open replays every journal line that redb does not have. Verdicts never wait for an fsync;
 //! a power cut can lose the journal's unsynced tail (redb's own commits are durable).
+//!
+//! Every record is sealed into a hash chain as it is journaled, with signed checkpoints in
+//! between ([`super::sealer`], [`crate::evidence`]); the signing key is `audit.key` in the state
+//! dir. redb keeps each running session's newest hash, so a restarted daemon continues the chain.
 
 use crate::sync::lock;
 use std::collections::HashSet;
@@ -24,13 +28,19 @@ use serde::{Deserialize, Serialize};
 
 use super::StoreError;
 use super::retention::{self, Pruned, Retention};
+use super::sealer::{CheckpointPolicy, HeadUpdate, Sealed, Sealer};
 use crate::audit::{Action, Event, EventKind, EventSink};
 use crate::config::Severity;
+use crate::evidence::{CHECKPOINT_KIND, Chain, ChainFields, CheckpointReason, Signer, ZERO_HASH};
 
 pub(super) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 pub(super) const BY_SESSION: TableDefinition<(&str, u64), ()> =
     TableDefinition::new("events_by_session");
 pub(super) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// Each session's newest record hash, while it runs: where its chain continues.
+const CHAIN_HEADS: TableDefinition<&str, &str> = TableDefinition::new("chain_heads");
+/// The daemon's checkpoint signing key, in the state dir.
+pub const SIGNING_KEY: &str = "audit.key";
 
 const JOURNAL: &str = "events.journal";
 const OLD_JOURNAL: &str = "events.journal.old";
@@ -144,6 +154,13 @@ impl SessionRecord {
     }
 }
 
+/// How the log keeps and seals the trail.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    pub retention: Retention,
+    pub checkpoints: CheckpointPolicy,
+}
+
 /// The daemon's event store. Also an [`EventSink`].
 pub struct EventLog {
     shared: Arc<Shared>,
@@ -158,13 +175,16 @@ struct Shared {
     committed: Mutex<u64>,
     committed_changed: Condvar,
     retention: Retention,
+    /// The signing key's public half and id, for whoever asks.
+    public_key: String,
+    key_id: String,
 }
 
 struct Journal {
     file: File,
     dir: PathBuf,
     bytes: u64,
-    next_seq: u64,
+    sealer: Sealer,
     tx: Option<Sender<Queued>>,
     /// The last sequence number in the rotated-out journal, while it still exists.
     old_last: Option<u64>,
@@ -174,6 +194,7 @@ struct Journal {
 struct Queued {
     seq: u64,
     session: Option<String>,
+    head: HeadUpdate,
     line: Vec<u8>,
 }
 
@@ -181,12 +202,15 @@ impl EventLog {
     /// Opens `<dir>/events.redb`, replays the journal into it and starts the writer thread;
     /// the trail keeps everything.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(dir, Retention::default())
+        Self::open_with(dir, LogOptions::default())
     }
 
-    /// [`Self::open`], the writer deleting what `retention` does not keep.
-    pub fn open_with(dir: &Path, retention: Retention) -> Result<Self, StoreError> {
+    /// [`Self::open`], the writer deleting what `options.retention` does not keep and signing
+    /// checkpoints as `options.checkpoints` says.
+    pub fn open_with(dir: &Path, options: LogOptions) -> Result<Self, StoreError> {
         super::create_state_dir(dir)?;
+        let key_path = dir.join(SIGNING_KEY);
+        let signer = Signer::load_or_create(&key_path)?;
         let path = dir.join("events.redb");
         let db = Database::create(&path).map_err(|source| StoreError::Open {
             path: path.clone(),
@@ -207,11 +231,14 @@ impl EventLog {
                 .map_err(|e| db_err(&path, "open index", e))?;
             txn.open_table(SESSIONS)
                 .map_err(|e| db_err(&path, "open sessions", e))?;
+            txn.open_table(CHAIN_HEADS)
+                .map_err(|e| db_err(&path, "open chain heads", e))?;
         }
         txn.commit().map_err(|e| db_err(&path, "commit", e))?;
 
         let replayed = replay(&db, &path, dir, committed)?;
         let committed = committed.max(replayed);
+        let (chain, unchained) = resume_chain(&db, &path, committed)?;
         let journal_path = dir.join(JOURNAL);
         let file = OpenOptions::new()
             .create(true)
@@ -230,21 +257,33 @@ impl EventLog {
         let _ = std::fs::remove_file(dir.join(OLD_JOURNAL));
 
         let (tx, rx) = mpsc::channel();
+        let (public_key, key_id) = (signer.public_key_hex(), signer.key_id().to_owned());
+        let mut journal = Journal {
+            file,
+            dir: dir.to_owned(),
+            bytes: 0,
+            sealer: Sealer::new(chain, signer, options.checkpoints),
+            tx: Some(tx),
+            old_last: None,
+            warned: false,
+        };
+        if unchained {
+            // The newest stored record predates chaining: the chain starts here, and says so.
+            let mut sealed = Vec::with_capacity(1);
+            journal
+                .sealer
+                .checkpoint(CheckpointReason::ChainStart, &mut sealed);
+            journal.write(sealed);
+        }
         let shared = Arc::new(Shared {
             db,
             path: path.clone(),
-            journal: Mutex::new(Journal {
-                file,
-                dir: dir.to_owned(),
-                bytes: 0,
-                next_seq: committed + 1,
-                tx: Some(tx),
-                old_last: None,
-                warned: false,
-            }),
+            journal: Mutex::new(journal),
             committed: Mutex::new(committed),
             committed_changed: Condvar::new(),
-            retention,
+            retention: options.retention,
+            public_key,
+            key_id,
         });
         let writer = {
             let shared = Arc::clone(&shared);
@@ -269,18 +308,68 @@ impl EventLog {
             SystemTime::now(),
         )?;
         if pruned.events > 0 {
-            append(
-                &self.shared,
-                deletion_event(&pruned, &self.shared.retention),
-            );
+            self.shared.after_prune(&pruned)?;
         }
         Ok(pruned)
+    }
+
+    /// The checkpoint key's public half (64 hex digits): what `audit verify` checks with.
+    pub fn public_key_hex(&self) -> &str {
+        &self.shared.public_key
+    }
+
+    /// The id checkpoints name their key by.
+    pub fn key_id(&self) -> &str {
+        &self.shared.key_id
+    }
+
+    /// Up to `limit` stored records after sequence number `after` (of `session` only, with
+    /// one), as the bytes redb holds: what `audit verify` checks, untouched by any decoding.
+    pub fn raw_records(
+        &self,
+        after: u64,
+        limit: usize,
+        session: Option<&str>,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let shared = &self.shared;
+        let (txn, events) = shared.read_table(EVENTS, "open events")?;
+        let mut out = Vec::new();
+        let start = after.saturating_add(1);
+        match session {
+            None => {
+                for entry in events
+                    .range(start..)
+                    .map_err(|e| shared.db_err("range", e))?
+                    .take(limit)
+                {
+                    let (seq, bytes) = entry.map_err(|e| shared.db_err("read", e))?;
+                    out.push((seq.value(), bytes.value().to_vec()));
+                }
+            }
+            Some(session) => {
+                let index = txn
+                    .open_table(BY_SESSION)
+                    .map_err(|e| shared.db_err("open index", e))?;
+                for entry in index
+                    .range((session, start)..=(session, u64::MAX))
+                    .map_err(|e| shared.db_err("range", e))?
+                    .take(limit)
+                {
+                    let (key, _) = entry.map_err(|e| shared.db_err("read", e))?;
+                    let seq = key.value().1;
+                    if let Some(bytes) = events.get(seq).map_err(|e| shared.db_err("read", e))? {
+                        out.push((seq, bytes.value().to_vec()));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Waits until redb has every event recorded so far (or the patience runs out; the
     /// journal still holds them then).
     pub fn flush(&self) {
-        let target = lock(&self.shared.journal).next_seq - 1;
+        let target = lock(&self.shared.journal).sealer.last_seq();
         let mut committed = lock(&self.shared.committed);
         let deadline = std::time::Instant::now() + FLUSH_PATIENCE;
         while *committed < target {
@@ -298,7 +387,17 @@ impl EventLog {
     /// Stops the writer after it has committed everything queued. Later events still reach
     /// the journal, and the next open replays them.
     pub fn close(&self) {
-        lock(&self.shared.journal).tx.take();
+        {
+            let mut journal = lock(&self.shared.journal);
+            if journal.tx.is_some() && journal.sealer.unsigned() > 0 {
+                let mut sealed = Vec::with_capacity(1);
+                journal
+                    .sealer
+                    .checkpoint(CheckpointReason::Shutdown, &mut sealed);
+                journal.write(sealed);
+            }
+            journal.tx.take();
+        }
         if let Some(handle) = lock(&self.writer).take() {
             let _ = handle.join();
         }
@@ -459,27 +558,42 @@ impl EventSink for EventLog {
     }
 }
 
-/// Appends `event` to the journal and queues it for redb.
-fn append(shared: &Shared, mut event: Event) {
+/// Seals `event` (and any checkpoint it makes due), appends it to the journal and queues it
+/// for redb.
+fn append(shared: &Shared, event: Event) {
     let mut journal = lock(&shared.journal);
-    let seq = journal.next_seq;
-    journal.next_seq += 1;
-    event.seq = Some(seq);
-    let line = event.to_json_line();
-    if let Err(err) = journal.file.write_all(&line) {
-        if !journal.warned {
-            eprintln!("agentshd: cannot append to the event journal: {err}");
-            journal.warned = true;
-        }
-    } else {
-        journal.bytes += line.len() as u64;
-    }
-    if let Some(tx) = &journal.tx {
-        let _ = tx.send(Queued {
+    let mut sealed = Vec::with_capacity(1);
+    journal.sealer.event(event, &mut sealed);
+    journal.write(sealed);
+}
+
+impl Journal {
+    /// Appends sealed records, in order, to the journal file and the writer's queue.
+    fn write(&mut self, sealed: Vec<Sealed>) {
+        for Sealed {
             seq,
-            session: event.session,
+            session,
+            head,
             line,
-        });
+        } in sealed
+        {
+            if let Err(err) = self.file.write_all(&line) {
+                if !self.warned {
+                    eprintln!("agentshd: cannot append to the event journal: {err}");
+                    self.warned = true;
+                }
+            } else {
+                self.bytes += line.len() as u64;
+            }
+            if let Some(tx) = &self.tx {
+                let _ = tx.send(Queued {
+                    seq,
+                    session,
+                    head,
+                    line,
+                });
+            }
+        }
     }
 }
 
@@ -490,6 +604,41 @@ impl Drop for EventLog {
 }
 
 impl Shared {
+    /// Says in the trail what retention deleted, and signs the runs of seqs now absent, so
+    /// that `audit verify` tells retention from tampering.
+    fn after_prune(&self, pruned: &Pruned) -> Result<(), StoreError> {
+        append(self, deletion_event(pruned, &self.retention));
+        let Some(up_to) = pruned.up_to else {
+            return Ok(());
+        };
+        let runs = retention::absent_runs(&self.db, &self.path, up_to)?;
+        let mut journal = lock(&self.journal);
+        let mut sealed = Vec::with_capacity(1);
+        journal.sealer.retention(runs, &mut sealed);
+        journal.write(sealed);
+        Ok(())
+    }
+
+    /// Signs the head if records have waited for it long enough.
+    fn checkpoint_if_due(&self) {
+        let mut journal = lock(&self.journal);
+        if journal.tx.is_some() && journal.sealer.is_due(std::time::Instant::now()) {
+            let mut sealed = Vec::with_capacity(1);
+            journal
+                .sealer
+                .checkpoint(CheckpointReason::Interval, &mut sealed);
+            journal.write(sealed);
+        }
+    }
+
+    fn checkpoint_due_in(&self) -> Duration {
+        lock(&self.journal)
+            .sealer
+            .due_in(std::time::Instant::now())
+            // Not a busy loop when due but not yet taken.
+            .max(Duration::from_millis(10))
+    }
+
     fn db_err(&self, what: &'static str, err: impl Into<redb::Error>) -> StoreError {
         db_err(&self.path, what, err)
     }
@@ -536,7 +685,7 @@ impl Shared {
             Ok(file) => {
                 journal.file = file;
                 journal.bytes = 0;
-                journal.old_last = Some(journal.next_seq - 1);
+                journal.old_last = Some(journal.sealer.last_seq());
             }
             // Keep appending to the renamed file: replay reads it too.
             Err(err) => eprintln!("agentshd: cannot start a new event journal: {err}"),
@@ -551,10 +700,14 @@ fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
     // At start, then between commits (or while idle) every interval.
     pruner.run(shared);
     loop {
-        let first = match rx.recv_timeout(retention::PRUNE_INTERVAL) {
+        let wait = retention::PRUNE_INTERVAL.min(shared.checkpoint_due_in());
+        let first = match rx.recv_timeout(wait) {
             Ok(first) => first,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                pruner.run(shared);
+                shared.checkpoint_if_due();
+                if pruner.is_due() {
+                    pruner.run(shared);
+                }
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -587,6 +740,7 @@ fn write_loop(shared: &Shared, rx: &Receiver<Queued>) {
             }
             Err(_) => {}
         }
+        shared.checkpoint_if_due();
         if pruner.is_due() {
             pruner.run(shared);
         }
@@ -615,12 +769,14 @@ impl Pruner {
             SystemTime::now(),
         );
         match pruned {
-            Ok(pruned) => {
-                self.failing = false;
-                if pruned.events > 0 {
-                    append(shared, deletion_event(&pruned, &shared.retention));
+            Ok(pruned) if pruned.events > 0 => match shared.after_prune(&pruned) {
+                Ok(()) => self.failing = false,
+                Err(err) => {
+                    eprintln!("agentshd: old events pruned but not signed for: {err}");
+                    self.failing = true;
                 }
-            }
+            },
+            Ok(_) => self.failing = false,
             Err(err) if !self.failing => {
                 eprintln!("agentshd: old events not pruned (retention): {err}");
                 self.failing = true;
@@ -692,10 +848,25 @@ fn yield_to_verdicts() {
 /// Inserts every journal line newer than `committed`; returns the highest sequence number seen.
 fn replay(db: &Database, path: &Path, dir: &Path, committed: u64) -> Result<u64, StoreError> {
     #[derive(Deserialize)]
+    struct Head {
+        hash: String,
+    }
+    #[derive(Deserialize)]
+    struct Reason {
+        #[serde(default)]
+        reason: Option<String>,
+    }
+    #[derive(Deserialize)]
     struct Seq {
         seq: u64,
         #[serde(default)]
         session: Option<String>,
+        #[serde(default)]
+        event: Option<String>,
+        #[serde(default)]
+        chain: Option<Head>,
+        #[serde(default)]
+        details: Option<Reason>,
     }
     let mut pending = Vec::new();
     let mut seen = HashSet::new();
@@ -723,9 +894,18 @@ fn replay(db: &Database, path: &Path, dir: &Path, committed: u64) -> Result<u64,
             if head.seq > committed && seen.insert(head.seq) {
                 let mut line = line;
                 line.push(b'\n');
+                let ends_session = head.event.as_deref() == Some(CHECKPOINT_KIND)
+                    && head.details.and_then(|d| d.reason).as_deref()
+                        == Some(CheckpointReason::SessionEnd.as_str());
+                let update = match (&head.session, head.chain) {
+                    (None, _) | (Some(_), None) => HeadUpdate::Keep,
+                    (Some(_), Some(_)) if ends_session => HeadUpdate::Clear,
+                    (Some(_), Some(chain)) => HeadUpdate::Set(chain.hash),
+                };
                 pending.push(Queued {
                     seq: head.seq,
                     session: head.session,
+                    head: update,
                     line,
                 });
             }
@@ -761,6 +941,9 @@ fn commit_batch(db: &Database, path: &Path, batch: &[Queued]) -> Result<(), Stor
         let mut index = txn
             .open_table(BY_SESSION)
             .map_err(|e| db_err(path, "open index", e))?;
+        let mut heads = txn
+            .open_table(CHAIN_HEADS)
+            .map_err(|e| db_err(path, "open chain heads", e))?;
         for q in batch {
             let line = q.line.strip_suffix(b"\n").unwrap_or(&q.line);
             events
@@ -770,10 +953,62 @@ fn commit_batch(db: &Database, path: &Path, batch: &[Queued]) -> Result<(), Stor
                 index
                     .insert((session.as_str(), q.seq), ())
                     .map_err(|e| db_err(path, "insert", e))?;
+                match &q.head {
+                    HeadUpdate::Keep => {}
+                    HeadUpdate::Set(hash) => {
+                        heads
+                            .insert(session.as_str(), hash.as_str())
+                            .map_err(|e| db_err(path, "insert", e))?;
+                    }
+                    HeadUpdate::Clear => {
+                        heads
+                            .remove(session.as_str())
+                            .map_err(|e| db_err(path, "remove", e))?;
+                    }
+                }
             }
         }
     }
     txn.commit().map_err(|e| db_err(path, "commit", e))
+}
+
+/// Where the chain continues: the newest stored record's seq and hash, and the running
+/// sessions' heads. `true` when the newest record predates chaining (the chain starts after
+/// it, with a `chain_start` checkpoint).
+fn resume_chain(db: &Database, path: &Path, committed: u64) -> Result<(Chain, bool), StoreError> {
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let events = txn
+        .open_table(EVENTS)
+        .map_err(|e| db_err(path, "open events", e))?;
+    let Some((seq, bytes)) = events.last().map_err(|e| db_err(path, "read", e))? else {
+        return Ok((Chain::new(), false));
+    };
+    let (seq, bytes) = (seq.value(), bytes.value());
+    let last = serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|record| ChainFields::of(&record).ok());
+    let Some(last) = last else {
+        return Ok((
+            Chain::resume(seq.max(committed), ZERO_HASH.to_owned(), Default::default()),
+            true,
+        ));
+    };
+    if last.seq != seq {
+        return Err(StoreError::Database {
+            path: path.to_owned(),
+            what: "resume the audit chain",
+            message: format!("record #{seq} says it is #{} in the chain", last.seq),
+        });
+    }
+    let heads = txn
+        .open_table(CHAIN_HEADS)
+        .map_err(|e| db_err(path, "open chain heads", e))?;
+    let mut session_heads = std::collections::HashMap::new();
+    for entry in heads.iter().map_err(|e| db_err(path, "read", e))? {
+        let (session, hash) = entry.map_err(|e| db_err(path, "read", e))?;
+        session_heads.insert(session.value().to_owned(), hash.value().to_owned());
+    }
+    Ok((Chain::resume(seq, last.hash, session_heads), false))
 }
 
 fn decode(path: &Path, seq: u64, bytes: &[u8]) -> Result<Event, StoreError> {
@@ -887,32 +1122,261 @@ mod tests {
     #[test]
     fn journal_lines_redb_missed_are_replayed_on_open() {
         let dir = tempfile::tempdir().unwrap();
-        {
+        // As if the daemon died after journaling one more event and before committing it,
+        // and the machine went down in the middle of the next line.
+        let (last_seq, last_hash) = {
             let log = EventLog::open(dir.path()).unwrap();
             log.record(event("s1", "fs", Action::Allow));
-            log.close();
-        }
-        // As if the daemon died after journaling two more events and before committing them;
-        // the second line is torn.
+            log.flush();
+            let records = log.raw_records(0, usize::MAX, None).unwrap();
+            let (seq, bytes) = records.last().unwrap();
+            let record: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            // Dying, it signs nothing on the way out.
+            lock(&log.shared.journal).tx.take();
+            (*seq, ChainFields::of(&record).unwrap().hash)
+        };
+        let heads = [("s1".to_owned(), last_hash.clone())].into_iter().collect();
+        let mut chain = Chain::resume(last_seq, last_hash, heads);
         let mut lost = event("s1", "fs", Action::Block);
-        lost.seq = Some(2);
+        lost.seq = Some(last_seq + 1);
+        let serde_json::Value::Object(mut lost) = serde_json::to_value(&lost).unwrap() else {
+            unreachable!()
+        };
+        chain.seal(&mut lost, Some("s1"));
         let mut journal = OpenOptions::new()
             .append(true)
             .open(dir.path().join(JOURNAL))
             .unwrap();
-        journal.write_all(&lost.to_json_line()).unwrap();
-        journal.write_all(br#"{"seq":3,"timest"#).unwrap();
+        journal
+            .write_all(format!("{}\n", serde_json::Value::Object(lost)).as_bytes())
+            .unwrap();
+        journal
+            .write_all(format!(r#"{{"seq":{},"timest"#, last_seq + 2).as_bytes())
+            .unwrap();
         drop(journal);
 
         let log = EventLog::open(dir.path()).unwrap();
         let events = log.query(&EventQuery::default()).unwrap();
-        assert_eq!(events.len(), 2);
-        assert_eq!(events[1].action, Action::Block);
-        // Numbering continues after the replayed event.
+        let calls: Vec<Action> = events
+            .iter()
+            .filter(|e| e.event == EventKind::McpToolCalled)
+            .map(|e| e.action)
+            .collect();
+        assert_eq!(calls, [Action::Allow, Action::Block]);
+        // Numbering and the chain continue after the replayed event.
         log.record(event("s1", "fs", Action::Allow));
-        log.flush();
+        log.close();
         let last = log.query(&EventQuery::default()).unwrap();
-        assert_eq!(last.last().and_then(|e| e.seq), Some(3));
+        assert_eq!(last.last().and_then(|e| e.seq), Some(last_seq + 3));
+        let report = verify_log(&log, None);
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        let s1 = verify_log(&log, Some("s1"));
+        assert!(s1.is_ok(), "{:#?}", s1.problems);
+    }
+
+    /// `audit verify` over the stored records, as stored.
+    fn verify_log(log: &EventLog, session: Option<&str>) -> crate::evidence::Report {
+        let records = log.raw_records(0, usize::MAX, session).unwrap();
+        crate::evidence::verify(
+            records
+                .iter()
+                .map(|(_, bytes)| serde_json::from_slice::<serde_json::Value>(bytes)),
+            Some(log.public_key_hex()),
+            session,
+        )
+    }
+
+    fn kinds(log: &EventLog) -> Vec<String> {
+        log.query(&EventQuery::default())
+            .unwrap()
+            .iter()
+            .map(|e| match e.event {
+                EventKind::AuditCheckpoint => {
+                    format!("cp:{}", e.details["reason"].as_str().unwrap())
+                }
+                kind => kind.as_str().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_stored_trail_is_chained_signed_and_continues_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let public_key;
+        {
+            let log = EventLog::open(dir.path()).unwrap();
+            public_key = log.public_key_hex().to_owned();
+            log.record(event("a", "fs", Action::Allow));
+            log.record(event("b", "fs", Action::Allow));
+            log.record(
+                Event::new(EventKind::SessionEnded, "", Action::Audit, "ended").session("a"),
+            );
+            log.record(event("b", "git", Action::Block));
+            log.close();
+            assert_eq!(
+                kinds(&log),
+                [
+                    "mcp_tool_called",
+                    "mcp_tool_called",
+                    "session_ended",
+                    "cp:session_end",
+                    "mcp_tool_called",
+                    "cp:shutdown"
+                ]
+            );
+        }
+        let log = EventLog::open(dir.path()).unwrap();
+        assert_eq!(log.public_key_hex(), public_key, "the key file is kept");
+        // Session b goes on: its next record links to its last one before the restart.
+        log.record(event("b", "fs", Action::Allow));
+        log.close();
+        let report = verify_log(&log, None);
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        assert_eq!((report.checkpoints_verified, report.unsigned_tail), (3, 0));
+        for session in ["a", "b"] {
+            let report = verify_log(&log, Some(session));
+            assert!(report.is_ok(), "{session}: {:#?}", report.problems);
+        }
+        // Exported through `Event` and back, the records still verify.
+        let exported: Vec<String> = log
+            .query(&EventQuery::default())
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        let report = crate::evidence::verify(
+            exported
+                .iter()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l)),
+            Some(&public_key),
+            None,
+        );
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        let key = std::fs::metadata(dir.path().join(SIGNING_KEY)).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn checkpoints_come_every_so_many_events_and_after_a_quiet_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open_with(
+            dir.path(),
+            LogOptions {
+                checkpoints: CheckpointPolicy {
+                    every_events: 4,
+                    every: Duration::from_millis(50),
+                },
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        for _ in 0..4 {
+            log.record(event("s", "fs", Action::Allow));
+        }
+        log.flush();
+        assert_eq!(kinds(&log).last().unwrap(), "cp:interval");
+        // One more, then nothing: the writer signs it once the interval has passed.
+        log.record(event("s", "fs", Action::Allow));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while kinds(&log).len() < 7 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            log.flush();
+        }
+        assert_eq!(kinds(&log)[5..], ["mcp_tool_called", "cp:interval"]);
+        let report = verify_log(&log, None);
+        assert_eq!((report.checkpoints_verified, report.unsigned_tail), (2, 0));
+    }
+
+    #[test]
+    fn a_trail_from_before_chaining_is_continued_with_a_chain_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path()).unwrap();
+        // What an older agentshd left: journal lines without chain fields.
+        let mut journal = std::fs::File::create(dir.path().join(JOURNAL)).unwrap();
+        for seq in 1..=3 {
+            let mut old = event("old", "fs", Action::Allow);
+            old.seq = Some(seq);
+            journal.write_all(&old.to_json_line()).unwrap();
+        }
+        drop(journal);
+        let log = EventLog::open(dir.path()).unwrap();
+        log.record(event("new", "fs", Action::Allow));
+        log.close();
+        assert_eq!(
+            kinds(&log),
+            [
+                "mcp_tool_called",
+                "mcp_tool_called",
+                "mcp_tool_called",
+                "cp:chain_start",
+                "mcp_tool_called",
+                "cp:shutdown"
+            ]
+        );
+        let report = verify_log(&log, None);
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        assert_eq!((report.unchained, report.first_seq), (3, Some(4)));
+    }
+
+    #[test]
+    fn a_record_edited_or_deleted_in_redb_is_found_where_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let key;
+        {
+            let log = EventLog::open(dir.path()).unwrap();
+            key = log.public_key_hex().to_owned();
+            for i in 0..8 {
+                log.record(event(
+                    if i % 2 == 0 { "a" } else { "b" },
+                    "fs",
+                    Action::Allow,
+                ));
+            }
+            log.close();
+        }
+        {
+            // Someone with root and the daemon stopped: allow -> block on #3, #6 gone.
+            let db = Database::create(dir.path().join("events.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut events = txn.open_table(EVENTS).unwrap();
+                let edited = {
+                    let bytes = events.get(3).unwrap().unwrap();
+                    String::from_utf8(bytes.value().to_vec())
+                        .unwrap()
+                        .replace("\"allow\"", "\"block\"")
+                };
+                events.insert(3, edited.as_bytes()).unwrap();
+                events.remove(6).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let log = EventLog::open(dir.path()).unwrap();
+        assert_eq!(log.public_key_hex(), key);
+        let report = verify_log(&log, None);
+        let found: Vec<(Option<u64>, &str)> = report
+            .problems
+            .iter()
+            .map(|p| {
+                (
+                    p.seq,
+                    match p.kind {
+                        crate::evidence::ProblemKind::Edited => "edited",
+                        crate::evidence::ProblemKind::Missing { .. } => "missing",
+                        _ => "other",
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [(Some(3), "edited"), (Some(7), "missing")],
+            "{:#?}",
+            report.problems
+        );
     }
 
     #[test]

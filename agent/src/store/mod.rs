@@ -14,13 +14,15 @@ mod events;
 mod links;
 mod pins;
 mod retention;
+mod sealer;
 
 pub use bodies::{BodyStore, BodyWriter, Part, PruneReport, StoredBody};
 pub use body_files::Reporter as BodyReporter;
-pub use events::{EventLog, EventQuery, Page, SessionRecord};
+pub use events::{EventLog, EventQuery, LogOptions, Page, SIGNING_KEY, SessionRecord};
 pub use links::{LINK_WINDOW, link_calls};
 pub use pins::{Approval, BinaryPin, PinStore, StoreError, ToolPin, now_secs};
 pub use retention::{Pruned, Retention};
+pub use sealer::CheckpointPolicy;
 
 /// Creates the state dir (and its parents) readable by its owner only: pins and the audit
 /// trail name tools and reasons that are nobody else's business.

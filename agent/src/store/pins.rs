@@ -45,6 +45,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Evidence(#[from] crate::evidence::EvidenceError),
     #[error("invalid request id {id:?}: {reason}")]
     RequestId { id: String, reason: &'static str },
     #[error("{path}: corrupt record for {key}: {source}")]

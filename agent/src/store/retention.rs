@@ -282,6 +282,34 @@ fn delete_session_oldest(
     Ok(doomed.len() as u64)
 }
 
+/// Every maximal run `[from, to]` (inclusive) of seqs in `1..=up_to` that the trail no
+/// longer holds: what the retention checkpoint signs. Reads only the records kept below
+/// `up_to` (live sessions' and ones not yet due), never the whole trail.
+pub fn absent_runs(db: &Database, path: &Path, up_to: u64) -> Result<Vec<[u64; 2]>, StoreError> {
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let events = txn
+        .open_table(EVENTS)
+        .map_err(|e| db_err(path, "open events", e))?;
+    let mut runs = Vec::new();
+    // The next seq not yet accounted for.
+    let mut expected = 1;
+    for entry in events
+        .range(..=up_to)
+        .map_err(|e| db_err(path, "read", e))?
+    {
+        let (seq, _) = entry.map_err(|e| db_err(path, "read", e))?;
+        let seq = seq.value();
+        if seq > expected {
+            runs.push([expected, seq - 1]);
+        }
+        expected = seq + 1;
+    }
+    if expected <= up_to {
+        runs.push([expected, up_to]);
+    }
+    Ok(runs)
+}
+
 impl Pruned {
     fn note(&mut self, seq: u64, session: Option<&str>) {
         self.events += 1;
@@ -329,7 +357,7 @@ fn delete_ended_sessions(
 mod tests {
     use super::*;
     use crate::audit::{Action, EventKind, EventSink};
-    use crate::store::{EventLog, EventQuery};
+    use crate::store::{EventLog, EventQuery, LogOptions};
 
     const DAY: Duration = Duration::from_secs(86_400);
 
@@ -349,8 +377,28 @@ mod tests {
         log.query(&EventQuery::default())
             .unwrap()
             .into_iter()
-            .filter(|e| e.event != EventKind::RetentionDeleted)
+            .filter(|e| {
+                !matches!(
+                    e.event,
+                    EventKind::RetentionDeleted | EventKind::AuditCheckpoint
+                )
+            })
             .collect()
+    }
+
+    /// The whole stored trail checks out with the log's key: retention is not tampering.
+    fn assert_verifies(log: &EventLog) -> crate::evidence::Report {
+        log.flush();
+        let records = log.raw_records(0, usize::MAX, None).unwrap();
+        let report = crate::evidence::verify(
+            records
+                .iter()
+                .map(|(_, bytes)| serde_json::from_slice::<serde_json::Value>(bytes)),
+            Some(log.public_key_hex()),
+            None,
+        );
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        report
     }
 
     fn session_record(id: &str, ended_at: Option<u64>) -> SessionRecord {
@@ -378,9 +426,12 @@ mod tests {
         let max_bytes = 256 * 1024;
         let log = EventLog::open_with(
             dir.path(),
-            Retention {
-                max_age: None,
-                max_bytes: Some(max_bytes),
+            LogOptions {
+                retention: Retention {
+                    max_age: None,
+                    max_bytes: Some(max_bytes),
+                },
+                ..LogOptions::default()
             },
         )
         .unwrap();
@@ -422,6 +473,10 @@ mod tests {
                 .sum()
         };
         assert_eq!(went("over"), 50, "{said:#?}");
+        // Gaps everywhere between the live sessions' kept events, each signed as deleted.
+        let report = assert_verifies(&log);
+        assert!(report.retention_deleted > 10_000, "{report:?}");
+        assert_eq!(report.unsigned_tail, 0);
         assert!(went("flood") > 10_000, "{said:#?}");
         assert_eq!(went("quiet"), 0, "{said:#?}");
         // The explicit prune is one of them, and says so.
@@ -441,9 +496,12 @@ mod tests {
         let max_bytes = 256 * 1024;
         let log = EventLog::open_with(
             dir.path(),
-            Retention {
-                max_age: None,
-                max_bytes: Some(max_bytes),
+            LogOptions {
+                retention: Retention {
+                    max_age: None,
+                    max_bytes: Some(max_bytes),
+                },
+                ..LogOptions::default()
             },
         )
         .unwrap();
@@ -483,6 +541,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(session.len(), kept.len());
+        assert_verifies(&log);
     }
 
     #[test]
@@ -490,9 +549,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = EventLog::open_with(
             dir.path(),
-            Retention {
-                max_age: Some(30 * DAY),
-                max_bytes: None,
+            LogOptions {
+                retention: Retention {
+                    max_age: Some(30 * DAY),
+                    max_bytes: None,
+                },
+                ..LogOptions::default()
             },
         )
         .unwrap();
@@ -532,5 +594,6 @@ mod tests {
         assert!(!ids.contains(&"ended-long-ago".to_owned()));
         // Nothing more to do.
         assert_eq!(log.prune().unwrap(), Pruned::default());
+        assert_verifies(&log);
     }
 }
