@@ -128,6 +128,10 @@ pub mod ops {
     pub const APPROVE: &str = "mcp.approve";
     pub const POLICY_GENERATE: &str = "policy.generate";
     pub const POLICY_RELOAD: &str = "policy.reload";
+    /// The checkpoint key's public half: `agentshctl audit key`.
+    pub const AUDIT_KEY: &str = "audit.key";
+    /// Stored records as redb holds them, a page at a time: `agentshctl audit verify`.
+    pub const AUDIT_RECORDS: &str = "audit.records";
 }
 
 // --- hello ---------------------------------------------------------------------------------
@@ -336,6 +340,34 @@ pub struct SessionReport {
     pub detections: std::collections::BTreeMap<String, u64>,
     /// Tools whose definition changed during the session.
     pub tools_changed: Vec<ToolRef>,
+    /// SHA-256 of the text of the policy in force when the session started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_sha256: Option<String>,
+    /// The daemon's default policy reloaded while the session ran under it: each one then in
+    /// force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_reloads: Vec<PolicyReload>,
+    /// The signed checkpoint that closed the session (absent while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closing_checkpoint: Option<ClosingCheckpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyReload {
+    /// The `policy_loaded` event's seq in the trail.
+    pub seq: u64,
+    pub origin: String,
+    pub sha256: String,
+}
+
+/// A session's `session_end` checkpoint, where it sits in the trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosingCheckpoint {
+    /// The checkpoint record's seq and chain hash.
+    pub seq: u64,
+    pub hash: String,
+    /// What was signed, and the signature.
+    pub checkpoint: crate::evidence::Checkpoint,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -386,6 +418,34 @@ pub struct EventsPageArgs {
     /// Sessions and `since` narrow the page; `limit` is not used.
     #[serde(default)]
     pub query: EventQuery,
+}
+
+/// The daemon's checkpoint signing key, public half.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditKey {
+    /// Ed25519, 64 hex digits.
+    pub public_key: String,
+    /// What checkpoints name it by.
+    pub key_id: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AuditRecordsArgs {
+    /// Records after this sequence number (0: from the start).
+    #[serde(default)]
+    pub after: u64,
+    /// Only this session's records (the whole trail needs an administrator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// A page of stored records, each exactly as stored (a JSON text, unless someone broke it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AuditRecords {
+    pub records: Vec<String>,
+    /// The last sequence number in the page: the next page's `after` (equal to `after` at the
+    /// end of the trail).
+    pub next: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -311,12 +311,25 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             })
             .context("starting the session reaper")?;
     }
-    engine.record_global(Event::new(
-        EventKind::PolicyLoaded,
-        "",
-        Action::Allow,
-        format!("agentshd started with policy {}", config.policy.display()),
-    ));
+    engine.record_global(
+        Event::new(
+            EventKind::PolicyLoaded,
+            "",
+            Action::Allow,
+            format!("agentshd started with policy {}", config.policy.display()),
+        )
+        .details(serde_json::json!({
+            "origin": config.policy.display().to_string(),
+            "sha256": engine.rules().policy.sha256,
+            "audit_key": log.public_key_hex(),
+        })),
+    );
+    eprintln!(
+        "agentshd: the audit trail's checkpoints are signed by key {} (public key {}; \
+         `agentshctl audit key`)",
+        log.key_id(),
+        log.public_key_hex()
+    );
 
     let tracking = match daemon.sessions.tracking() {
         Tracking::Cgroup { parent, .. } => format!("cgroup {parent}"),

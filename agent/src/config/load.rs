@@ -49,6 +49,10 @@ pub fn load_str(src: &str, origin: &str) -> Result<Policy, ConfigError> {
     };
     let mut policy = Policy {
         origin: origin.to_string(),
+        sha256: {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(src.as_bytes()))
+        },
         sandbox,
         warnings: Vec::new(),
     };

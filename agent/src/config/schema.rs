@@ -23,6 +23,8 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub struct Policy {
     /// Where the policy came from (the path or origin given to the loader).
     pub origin: String,
+    /// SHA-256 (hex) of the policy's text: which policy was in force, in the audit trail.
+    pub sha256: String,
     /// `sandbox:`
     pub sandbox: Sandbox,
     /// Findings that do not stop the policy from loading.

@@ -9,11 +9,11 @@ use serde_json::value::RawValue;
 use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
-    ApiError, ApproveArgs, Approved, BinaryArgs, CustomServerSetting, ErrorCode, EventsArgs,
-    EventsPageArgs, Generated, Hello, InstructionsArgs, Notice, NoticeKind, OutputArgs,
-    PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest, RecordArgs, Role, ServerArgs,
-    ServerRequestArgs, ServerSetupArgs, SessionArgs, SessionCreateArgs, SessionCreated,
-    ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    ApiError, ApproveArgs, Approved, AuditKey, AuditRecords, AuditRecordsArgs, BinaryArgs,
+    CustomServerSetting, ErrorCode, EventsArgs, EventsPageArgs, Generated, Hello, InstructionsArgs,
+    Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest,
+    RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
+    SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -276,6 +276,44 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
                 .log
                 .page(a.after, PAGE_SCAN, &query)
                 .map_err(|e| internal(e.to_string()))?)
+        }
+        ops::AUDIT_KEY => ok(&AuditKey {
+            public_key: daemon.log.public_key_hex().to_owned(),
+            key_id: daemon.log.key_id().to_owned(),
+        }),
+        ops::AUDIT_RECORDS => {
+            let a: AuditRecordsArgs = args(raw)?;
+            match (&a.session, peer.role) {
+                (None, Role::Admin) => {}
+                (None, _) => {
+                    return Err(forbidden(
+                        "the whole trail is for administrators; verify one of your sessions \
+                         with --session",
+                    ));
+                }
+                (Some(session), _) => {
+                    restrict(
+                        daemon,
+                        peer,
+                        EventQuery {
+                            sessions: Some(vec![session.clone()]),
+                            ..EventQuery::default()
+                        },
+                    )?;
+                }
+            }
+            daemon.log.flush();
+            let page = daemon
+                .log
+                .raw_records(a.after, PAGE_SCAN, a.session.as_deref())
+                .map_err(|e| internal(e.to_string()))?;
+            ok(&AuditRecords {
+                next: page.last().map_or(a.after, |(seq, _)| *seq),
+                records: page
+                    .into_iter()
+                    .map(|(_, bytes)| String::from_utf8_lossy(&bytes).into_owned())
+                    .collect(),
+            })
         }
         ops::PINS_LIST => {
             let a: PinsArgs = args(raw)?;
@@ -567,6 +605,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "command": record.command,
             "cgroup": record.cgroup,
             "policy": record.policy,
+            "policy_sha256": session_rules.policy.sha256,
             "name": record.name,
             "host": a.host,
             "configured_servers": a.configured,

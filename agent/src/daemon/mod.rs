@@ -194,13 +194,17 @@ impl Daemon {
         match loaded {
             Ok((rules, warnings)) => {
                 let origin = rules.policy.origin.clone();
+                let sha256 = rules.policy.sha256.clone();
                 self.engine.reload(rules);
-                self.engine.record_global(Event::new(
-                    EventKind::PolicyLoaded,
-                    "",
-                    Action::Allow,
-                    format!("policy reloaded from {origin}"),
-                ));
+                self.engine.record_global(
+                    Event::new(
+                        EventKind::PolicyLoaded,
+                        "",
+                        Action::Allow,
+                        format!("policy reloaded from {origin}"),
+                    )
+                    .details(serde_json::json!({"origin": origin, "sha256": sha256})),
+                );
                 if let Some(enforcement) = self.enforcement.get()
                     && let Err(err) = enforcement.replan(&self.engine)
                 {

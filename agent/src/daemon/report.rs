@@ -6,8 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::Daemon;
-use crate::api::protocol::{CallCounts, ServerSummary, SessionReport, ToolRef, ToolSummary};
+use crate::api::protocol::{
+    CallCounts, ClosingCheckpoint, PolicyReload, ServerSummary, SessionReport, ToolRef, ToolSummary,
+};
 use crate::audit::{Action, Event, EventKind};
+use crate::evidence::{Checkpoint, CheckpointReason};
 use crate::registry::ToolState;
 use crate::store::{EventQuery, SessionRecord, StoreError};
 
@@ -172,6 +175,59 @@ pub fn build(daemon: &Daemon, record: &SessionRecord) -> Result<SessionReport, S
         calls,
         detections,
         tools_changed: changed.into_iter().collect(),
+        policy_sha256: events
+            .iter()
+            .find(|e| e.event == EventKind::SessionStarted)
+            .and_then(|e| e.details["policy_sha256"].as_str())
+            .map(str::to_owned),
+        policy_reloads: policy_reloads(daemon, record)?,
+        closing_checkpoint: events.iter().rev().find_map(closing_checkpoint),
+    })
+}
+
+/// The default policy's reloads while a session ran under it (a session's own policy, given
+/// with `run --policy`, is never reloaded).
+fn policy_reloads(
+    daemon: &Daemon,
+    record: &SessionRecord,
+) -> Result<Vec<PolicyReload>, StoreError> {
+    if record.policy_text.is_some() {
+        return Ok(Vec::new());
+    }
+    let since = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.started_at);
+    let until = record
+        .ended_at
+        .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t + 1));
+    let loaded = daemon.log.query(&EventQuery {
+        kinds: vec![EventKind::PolicyLoaded],
+        action: Some(Action::Allow),
+        since: Some(since),
+        ..Default::default()
+    })?;
+    Ok(loaded
+        .into_iter()
+        .filter(|e| until.is_none_or(|until| e.timestamp <= until))
+        .filter_map(|e| {
+            Some(PolicyReload {
+                seq: e.seq?,
+                origin: e.details["origin"].as_str()?.to_owned(),
+                sha256: e.details["sha256"].as_str()?.to_owned(),
+            })
+        })
+        .collect())
+}
+
+/// The checkpoint `event` is, when it closes its session.
+fn closing_checkpoint(event: &Event) -> Option<ClosingCheckpoint> {
+    if event.event != EventKind::AuditCheckpoint {
+        return None;
+    }
+    let checkpoint: Checkpoint = serde_json::from_value(event.details.clone()).ok()?;
+    (checkpoint.reason == CheckpointReason::SessionEnd).then_some(())?;
+    Some(ClosingCheckpoint {
+        seq: event.seq?,
+        hash: event.chain.as_ref()?["hash"].as_str()?.to_owned(),
+        checkpoint,
     })
 }
 

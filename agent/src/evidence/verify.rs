@@ -72,6 +72,9 @@ pub enum ProblemKind {
     BadSignature,
     /// A checkpoint is malformed, or does not sign the record right before it.
     CheckpointMismatch,
+    /// Records follow the last verified checkpoint where the trail must be complete
+    /// ([`Report::require_complete`]): a cut after them would not show.
+    UnsignedTail,
 }
 
 /// One problem: where, and what.
@@ -111,6 +114,8 @@ pub struct Report {
     /// Records after the last verified checkpoint: the part a truncation could have shortened
     /// unnoticed.
     pub unsigned_tail: usize,
+    /// The seq of the last checkpoint that verified.
+    pub last_signed_seq: Option<u64>,
     /// Records before the chain begins that carry no chain fields (written before the trail was
     /// chained): not vouched for.
     pub unchained: usize,
@@ -122,6 +127,28 @@ impl Report {
     /// No problems found (an unsigned tail is not one).
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// For a trail that should be closed (an ended session, a stopped daemon's trail): records
+    /// after the last verified checkpoint become a problem, at the first of them.
+    pub fn require_complete(&mut self) {
+        if self.unsigned_tail == 0 {
+            return;
+        }
+        let after = match self.last_signed_seq {
+            Some(seq) => format!("the last verified checkpoint (#{seq})"),
+            None => "the start: no checkpoint verified".to_owned(),
+        };
+        self.problems.push(Problem {
+            index: self.records - self.unsigned_tail + 1,
+            seq: None,
+            kind: ProblemKind::UnsignedTail,
+            detail: format!(
+                "{} record(s) from here on follow {after}; the trail may have been cut after them",
+                self.unsigned_tail
+            ),
+        });
+        self.problems.sort_by_key(|p| p.index);
     }
 }
 
@@ -455,6 +482,7 @@ impl<'a> Verifier<'a> {
         }
         if trusted && head_matches {
             self.trusted = self.index;
+            self.report.last_signed_seq = Some(seq);
             if signed {
                 self.report.checkpoints_verified += 1;
             }

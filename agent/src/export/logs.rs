@@ -17,6 +17,10 @@ use crate::config::Severity;
 /// a collector's default message limit whatever a tool's arguments were.
 pub const MAX_DETAILS: usize = 64 * 1024;
 
+/// `agentsh.record` (the whole record, for a collector to verify its hash) is left out past
+/// this size; the chain fields still link it, and `agentsh.record_bytes` says what it was.
+pub const MAX_RECORD: usize = 256 * 1024;
+
 /// One log record, encoding-free.
 pub struct Record {
     time_unix_nano: u64,
@@ -79,6 +83,7 @@ impl Record {
                 AttributeValue::Str(details(&event.details)),
             ));
         }
+        chain_attributes(event, &mut attributes);
         Self {
             time_unix_nano,
             severity_number,
@@ -86,6 +91,44 @@ impl Record {
             body: event.reason.clone(),
             attributes,
         }
+    }
+}
+
+/// The tamper evidence: the chain fields, and the record in its canonical form so that a
+/// collector can recompute the hash (`agentshctl audit verify` does the same on a file of
+/// these records).
+fn chain_attributes(event: &Event, attributes: &mut Vec<(&'static str, AttributeValue)>) {
+    let Some(chain) = event.chain.as_ref().and_then(Value::as_object) else {
+        return;
+    };
+    if let Some(seq) = chain.get("seq").and_then(Value::as_u64) {
+        attributes.push((
+            "agentsh.chain.seq",
+            AttributeValue::Int(i64::try_from(seq).unwrap_or(i64::MAX)),
+        ));
+    }
+    for (key, name) in [
+        ("agentsh.chain.prev", "prev"),
+        ("agentsh.chain.session_prev", "session_prev"),
+        ("agentsh.chain.hash", "hash"),
+    ] {
+        if let Some(value) = chain.get(name).and_then(Value::as_str) {
+            attributes.push((key, AttributeValue::Str(value.to_owned())));
+        }
+    }
+    let Ok(record) = serde_json::to_value(event) else {
+        return;
+    };
+    let canonical = crate::evidence::canonical_json(&record);
+    if canonical.len() <= MAX_RECORD {
+        // Canonical JSON is UTF-8 by construction.
+        let text = String::from_utf8_lossy(&canonical).into_owned();
+        attributes.push(("agentsh.record", AttributeValue::Str(text)));
+    } else {
+        attributes.push((
+            "agentsh.record_bytes",
+            AttributeValue::Int(i64::try_from(canonical.len()).unwrap_or(i64::MAX)),
+        ));
     }
 }
 
@@ -370,6 +413,62 @@ mod tests {
             Fields::new(&value[0]).next().unwrap().unwrap(),
             (3, Field::Varint(7))
         );
+    }
+
+    /// A collector holding only the OTLP records and the public key verifies the trail.
+    #[test]
+    fn chained_events_carry_what_a_collector_needs_to_verify_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::store::EventLog::open(dir.path()).unwrap();
+        use crate::audit::EventSink;
+        for i in 0..5 {
+            log.record(blocked_call().details(json!({"i": i, "ratio": 0.1 * f64::from(i)})));
+        }
+        log.close();
+        let events = log.query(&crate::store::EventQuery::default()).unwrap();
+        let records: Vec<Record> = events
+            .iter()
+            .map(|e| Record::of(e.seq.unwrap(), e))
+            .collect();
+        let body = Origin::of_this_host().json(&records);
+        let received: Vec<Value> = body["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let text = attribute(r, "agentsh.record").unwrap()["stringValue"]
+                    .as_str()
+                    .unwrap();
+                serde_json::from_str(text).unwrap()
+            })
+            .collect();
+        assert_eq!(received.len(), 6, "five events and the shutdown checkpoint");
+        let first = &body["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0];
+        assert_eq!(
+            attribute(first, "agentsh.chain.seq").unwrap()["intValue"],
+            "1"
+        );
+        assert_eq!(
+            attribute(first, "agentsh.chain.hash").unwrap()["stringValue"],
+            events[0].chain.as_ref().unwrap()["hash"]
+        );
+        let report = crate::evidence::verify(
+            received.iter().cloned().map(Ok::<_, String>),
+            Some(log.public_key_hex()),
+            None,
+        );
+        assert!(report.is_ok(), "{:#?}", report.problems);
+        assert_eq!((report.checkpoints_verified, report.unsigned_tail), (1, 0));
+        // One changed attribute value shows.
+        let mut edited = received;
+        edited[2]["action"] = "allow".into();
+        let report = crate::evidence::verify(
+            edited.into_iter().map(Ok::<_, String>),
+            Some(log.public_key_hex()),
+            None,
+        );
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        assert_eq!(report.problems[0].seq, Some(3));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! agentshctl: the command line of agentsh.
 
+mod audit;
 mod doctor;
 mod export;
 mod guards;
@@ -42,6 +43,10 @@ enum Command {
     /// The audit trail as JSON lines, every event once and in order with its `seq`
     /// (resumable with --cursor, live with --follow).
     Export(export::Args),
+    /// The audit trail's evidence: the checkpoint key, and verifying the chain and signatures
+    /// of the store or an export (exit 0 intact, 1 tampered, 2 could not check).
+    #[command(subcommand)]
+    Audit(audit::Command),
     /// Whether this machine can run kernel enforcement and agentshd is healthy, one line per
     /// check with a fix for each problem (exit 0 none failed, 1 one did).
     Doctor(doctor::Args),
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args, cli.socket.as_deref()),
         Command::Session(command) => query::session(&socket, &command),
         Command::Export(args) => export::run(&args, &socket),
+        Command::Audit(command) => audit::run(&command, &socket),
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
         Command::Policy(PolicyCommand::Generate { session, output }) => {
             query::generate(&socket, &session, output.as_ref())

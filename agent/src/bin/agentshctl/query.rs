@@ -475,7 +475,16 @@ fn print_report(r: &SessionReport, full: bool) {
     }
     println!("owner     {} (uid {})", s.owner, s.owner_uid);
     println!("command   {}", s.command.join(" "));
-    println!("policy    {}", s.policy);
+    match &r.policy_sha256 {
+        Some(sha) => println!("policy    {} (sha256 {sha})", s.policy),
+        None => println!("policy    {}", s.policy),
+    }
+    for reload in &r.policy_reloads {
+        println!(
+            "          reloaded at #{}: {} (sha256 {})",
+            reload.seq, reload.origin, reload.sha256
+        );
+    }
     if let Some(cgroup) = &s.cgroup {
         println!("cgroup    {cgroup}");
     }
@@ -490,6 +499,16 @@ fn print_report(r: &SessionReport, full: bool) {
         .collect();
     println!("detected  {}", detections.join(", "));
     println!("servers   {}", r.servers.len());
+    match &r.closing_checkpoint {
+        Some(c) => println!(
+            "closed    by signed checkpoint #{} (key {}, record hash {})",
+            c.seq, c.checkpoint.key_id, c.hash
+        ),
+        None if r.live => {}
+        None => {
+            println!("closed    without a signed checkpoint (ended before the trail was chained?)")
+        }
+    }
     if !full {
         return;
     }
