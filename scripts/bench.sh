@@ -37,6 +37,9 @@ echo
 echo "== MCP over Streamable HTTP (both ways through the guard, in process, vs a copy) =="
 cargo run --quiet --release -p agentsh --example mcp_http_bench
 echo
+echo "== event writer (events/s and record() cost, tamper evidence on vs off) =="
+cargo run --quiet --release -p agentsh --example event_bench
+echo
 echo "== OTLP export (events/s from redb to a loopback collector, vs only reading them back) =="
 cargo run --quiet --release -p agentsh --example export_bench
 echo

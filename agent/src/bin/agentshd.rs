@@ -156,6 +156,7 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
             LogOptions {
                 retention,
                 checkpoints,
+                evidence: true,
             },
         )
         .context("opening the event log")?,

@@ -155,10 +155,23 @@ impl SessionRecord {
 }
 
 /// How the log keeps and seals the trail.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogOptions {
     pub retention: Retention,
     pub checkpoints: CheckpointPolicy,
+    /// Chain and sign the records (always, in agentshd). Off only to measure what that costs:
+    /// such a trail cannot be verified.
+    pub evidence: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        Self {
+            retention: Retention::default(),
+            checkpoints: CheckpointPolicy::default(),
+            evidence: true,
+        }
+    }
 }
 
 /// The daemon's event store. Also an [`EventSink`].
@@ -262,12 +275,12 @@ impl EventLog {
             file,
             dir: dir.to_owned(),
             bytes: 0,
-            sealer: Sealer::new(chain, signer, options.checkpoints),
+            sealer: Sealer::new(chain, signer, options.checkpoints, options.evidence),
             tx: Some(tx),
             old_last: None,
             warned: false,
         };
-        if unchained {
+        if unchained && options.evidence {
             // The newest stored record predates chaining: the chain starts here, and says so.
             let mut sealed = Vec::with_capacity(1);
             journal
