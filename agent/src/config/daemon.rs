@@ -20,6 +20,7 @@ use super::patterns::NameGlob;
 use super::proxy::{self, ProxyConfig};
 use super::reader::{self, Fields};
 use super::retention::{self, RetentionConfig};
+use super::secrets::{self, SecretsConfig};
 use super::yaml::Node;
 
 /// Where `agentshd` looks when `--config` is not given.
@@ -56,6 +57,7 @@ const ROOT_KEYS: &[&str] = &[
     "retention",
     "checkpoints",
     "otlp",
+    "secrets",
 ];
 const SESSIONS_KEYS: &[&str] = &["cgroup_parent", "allow_user_policy"];
 const LAUNCHER_KEYS: &[&str] = &["enabled", "custom_servers"];
@@ -88,6 +90,8 @@ pub struct DaemonConfig {
     pub checkpoints: CheckpointsConfig,
     /// `otlp`: where the audit trail is exported.
     pub otlp: OtlpConfig,
+    /// `secrets`: credentials the sessions get placeholders for.
+    pub secrets: SecretsConfig,
     /// Findings that did not stop the file from loading, in file order.
     pub warnings: Vec<Diagnostic>,
 }
@@ -176,6 +180,7 @@ impl DaemonConfig {
             retention: RetentionConfig::default(),
             checkpoints: CheckpointsConfig::default(),
             otlp: OtlpConfig::default(),
+            secrets: SecretsConfig::default(),
             warnings: Vec::new(),
         }
     }
@@ -222,6 +227,10 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         .get("otlp")
         .map(|n| export::read(r, n))
         .unwrap_or_default();
+    let secrets = f
+        .get("secrets")
+        .map(|n| secrets::read(r, n, base, &proxy))
+        .unwrap_or_default();
     if proxy.listen.is_none() && kernel.enforcement == Enforcement::Off {
         for key in ["providers", "tls", "dlp"] {
             if f.has(key) {
@@ -254,6 +263,7 @@ fn read(r: &mut Report, root: &Node, origin: &str, base: &Path) -> Option<Daemon
         retention,
         checkpoints,
         otlp,
+        secrets,
         warnings: Vec::new(),
     })
 }

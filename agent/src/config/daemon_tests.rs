@@ -163,7 +163,7 @@ fn misspelt_keys_get_a_suggestion() {
     assert_eq!(
         errors(&format!("{MINIMAL}logging: x\n")),
         [
-            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention, checkpoints, otlp)"
+            "d.yaml:3:1: error: unknown key `logging` at the top level (known keys: state_dir, socket, policy, admin_group, sessions, launcher, proxy, providers, tls, dlp, kernel, on_detection, retention, checkpoints, otlp, secrets)"
         ]
     );
 }
@@ -606,4 +606,125 @@ fn otlp_takes_a_protocol_compression_and_headers() {
             "d.yaml:8:11: error: `otlp.headers.x-ok`: the value must be visible ASCII (no line breaks)",
         ]
     );
+}
+
+#[test]
+fn secrets_name_their_source_and_destinations_with_the_providers_built_in() {
+    let c = ok(&format!(
+        r#"{MINIMAL}providers:
+  anthropic:
+    upstream: https://127.0.0.2:8443
+secrets:
+  ANTHROPIC_API_KEY:
+    credential: anthropic
+  OPENAI_API_KEY:
+    file: /etc/agentsh/openai.key
+  GITHUB_TOKEN:
+    command: [/usr/bin/pass, show, github]
+    destinations:
+      - host: api.github.com
+        headers: [Authorization]
+      - host: "*.githubusercontent.com"
+        port: 443
+        query: [token]
+        body: true
+"#
+    ));
+    let secrets = &c.secrets.secrets;
+    assert_eq!(secrets.len(), 3);
+    let anthropic = &secrets[0];
+    assert_eq!(
+        anthropic.source,
+        SecretSource::Credential("anthropic".into())
+    );
+    assert_eq!(anthropic.destinations[0].host, "127.0.0.2");
+    assert_eq!(anthropic.destinations[0].port, Some(8443));
+    assert_eq!(
+        anthropic.destinations[0].headers,
+        ["x-api-key", "authorization"]
+    );
+    assert_eq!(secrets[1].destinations[0].host, "api.openai.com");
+    let github = &secrets[2];
+    assert_eq!(
+        github.source,
+        SecretSource::Command(vec!["/usr/bin/pass".into(), "show".into(), "github".into()])
+    );
+    assert_eq!(github.destinations[0].headers, ["authorization"]);
+    let raw = &github.destinations[1];
+    assert!(raw.matches("objects.githubusercontent.com", 443));
+    assert!(!raw.matches("githubusercontent.com", 443));
+    assert!(!raw.matches("objects.githubusercontent.com", 80));
+    assert!(raw.body && raw.query == ["token"]);
+    assert_eq!(github.defined_at, "d.yaml:11:3");
+    // A file of them instead.
+    let c = ok(&format!("{MINIMAL}secrets: secrets.yaml\n"));
+    assert_eq!(
+        c.secrets.file.as_deref(),
+        Some(Path::new("/etc/agentsh/secrets.yaml"))
+    );
+    // Values never show in a debug print.
+    let c = ok(&format!(
+        "{MINIMAL}secrets:\n  OPENAI_API_KEY:\n    value: sk-real\n"
+    ));
+    assert!(!format!("{:?}", c.secrets).contains("sk-real"));
+}
+
+#[test]
+fn secret_mistakes_are_located() {
+    let cases = [
+        (
+            "  GITHUB_TOKEN:\n    value: x\n",
+            "4:3",
+            "has no `destinations`",
+        ),
+        (
+            "  github-token:\n    value: x\n",
+            "4:3",
+            "environment variable",
+        ),
+        ("  OPENAI_API_KEY: {}\n", "4:3", "nowhere to read the value"),
+        (
+            "  OPENAI_API_KEY:\n    value: x\n    file: /k\n",
+            "6:5",
+            "`value` and `file` both give the value",
+        ),
+        (
+            "  OPENAI_API_KEY:\n    command: [pass, x]\n",
+            "5:14",
+            "absolute path",
+        ),
+        (
+            "  OPENAI_API_KEY:\n    file: key.txt\n",
+            "5:11",
+            "absolute path",
+        ),
+        (
+            "  OPENAI_API_KEY:\n    credential: ../x\n",
+            "5:17",
+            "not a path",
+        ),
+        (
+            "  T:\n    value: x\n    destinations:\n      - host: https://api.x.com/\n",
+            "7:15",
+            "not a host name",
+        ),
+        (
+            "  T:\n    value: x\n    destinations:\n      - host: api.x.com\n        headers: [content-type]\n",
+            "8:19",
+            "carries no credential",
+        ),
+        (
+            "  T:\n    value: x\n    destinations: []\n",
+            "6:19",
+            "is empty",
+        ),
+    ];
+    for (yaml, at, says) in cases {
+        let bad = errors(&format!("{MINIMAL}secrets:\n{yaml}"));
+        assert!(
+            bad.iter()
+                .any(|e| e.starts_with(&format!("d.yaml:{at}: error:")) && e.contains(says)),
+            "{yaml}: want {at} {says}: {bad:?}"
+        );
+    }
 }

@@ -103,6 +103,11 @@ impl Report {
         }
     }
 
+    /// What the diagnostics name as their file.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
     pub fn error(&mut self, at: Location, message: impl Into<String>) {
         self.push(at, Level::Error, message.into());
     }

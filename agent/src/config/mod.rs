@@ -34,6 +34,7 @@ mod proxy;
 mod reader;
 mod retention;
 mod schema;
+mod secrets;
 mod validate;
 mod yaml;
 
@@ -69,4 +70,8 @@ pub use schema::{
     Detection, HostRule, HostSelector, McpPolicy, NameSimilarity, OutputInspection, Policy,
     RateLimit, RateLimits, ReadThenSend, Rule, Sandbox, ServerConfig, ServerRateLimit,
     ServerReference, ServerRequests, ShadowTool, ToolSelector, VersionPinning,
+};
+pub use secrets::{
+    SecretConfig, SecretDestination, SecretSource, SecretsConfig, load_secrets_file,
+    provider_destinations,
 };
