@@ -26,6 +26,7 @@ pub mod policy;
 pub mod process;
 pub mod proxy;
 pub mod registry;
+pub mod secrets;
 pub mod session;
 pub mod store;
 pub mod sync;
