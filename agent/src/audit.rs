@@ -82,6 +82,9 @@ pub enum EventKind {
     RetentionDeleted,
     /// The daemon signed the trail's head (`evidence`): the checkpoint is in `details`.
     AuditCheckpoint,
+    /// A request carried a brokered secret's placeholder where the secret may not go: refused
+    /// (or the placeholder redacted from a conversation).
+    SecretRefused,
 }
 
 impl EventKind {
@@ -115,6 +118,7 @@ impl EventKind {
             Self::LimitReached => "limit_reached",
             Self::RetentionDeleted => "retention_deleted",
             Self::AuditCheckpoint => crate::evidence::CHECKPOINT_KIND,
+            Self::SecretRefused => "secret_refused",
         }
     }
 
@@ -147,6 +151,7 @@ impl EventKind {
         Self::LimitReached,
         Self::RetentionDeleted,
         Self::AuditCheckpoint,
+        Self::SecretRefused,
     ];
 }
 

@@ -272,6 +272,10 @@ pub struct SessionCreateArgs {
     /// it in force; recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
+    /// `run --no-kernel`: the agent reaches the LLM providers through the explicit proxy and
+    /// trusts no session CA, whatever the kernel does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_kernel: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -292,6 +296,14 @@ pub struct SessionCreated {
     /// As in [`Hello::traffic`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<String>,
+    /// Brokered secrets: the placeholder the agent's environment holds for each (name ->
+    /// placeholder), in place of any value it had.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, String>,
+    /// Brokered secrets this session gets nothing for (their destinations are not intercepted
+    /// on its path): removed from the agent's environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<String>,
 }
 
 /// Where the agent's SDKs reach the LLM proxy (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,

@@ -237,6 +237,22 @@ fn run(config: &DaemonConfig, policy: config::Policy, signals: &SigSet) -> Resul
         limitations.clone(),
         config.policy.clone(),
     ));
+    let broker = load_secrets(config, &args_config_path(config))?;
+    if !broker.is_empty() {
+        let names: Vec<&str> = broker.secrets().iter().map(|s| s.name.as_str()).collect();
+        eprintln!(
+            "agentshd: brokering {} secret(s): {} (sessions get placeholders)",
+            names.len(),
+            names.join(", ")
+        );
+    }
+    let _ = daemon.broker.set(Arc::new(broker));
+    let _ = daemon.llm_upstreams.set(vec![
+        config.proxy.anthropic_upstream.clone(),
+        config.proxy.openai_upstream.clone(),
+        config.proxy.google_upstream.clone(),
+        config.proxy.code_assist_upstream.clone(),
+    ]);
     let socket_dir = socket
         .parent()
         .map_or_else(|| PathBuf::from("/run/agentsh"), Path::to_path_buf);
@@ -491,4 +507,24 @@ fn notify(state: &str) {
     if let Err(err) = sent {
         eprintln!("agentshd: sd_notify {state}: {err}");
     }
+}
+
+/// The daemon config file's path (inline `value:`s need it private).
+fn args_config_path(config: &DaemonConfig) -> PathBuf {
+    PathBuf::from(&config.origin)
+}
+
+/// Reads the brokered secrets' values: from the config, or from the private file it names.
+fn load_secrets(config: &DaemonConfig, config_path: &Path) -> Result<agentsh::secrets::Broker> {
+    let (secrets, file) = match &config.secrets.file {
+        None => (config.secrets.secrets.clone(), config_path.to_owned()),
+        Some(file) => {
+            agentsh::secrets::ensure_private(file).map_err(|e| anyhow::anyhow!("secrets: {e}"))?;
+            let secrets = agentsh::config::load_secrets_file(file, &config.proxy)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            (secrets, file.clone())
+        }
+    };
+    let loaded = agentsh::secrets::load(&secrets, &file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(agentsh::secrets::Broker::new(loaded))
 }

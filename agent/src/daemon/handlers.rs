@@ -552,7 +552,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         .ok()
         .flatten()
         .map_or_else(|| format!("uid {}", a.uid), |u| u.name);
-    let record = SessionRecord {
+    let mut record = SessionRecord {
         id: id.clone(),
         name: a.name,
         owner_uid: a.uid,
@@ -567,6 +567,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         policy_text: a.policy.as_ref().map(|source| source.text.clone()),
         started_at: now_secs(),
         ended_at: None,
+        placeholders: Default::default(),
     };
     let session_rules = rules.clone().unwrap_or_else(|| daemon.engine.rules());
     if let Err(err) = daemon.enforce(&id, &placement, &session_rules) {
@@ -588,10 +589,13 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             }
         },
     };
+    let handout = hand_out_secrets(daemon, &placement, a.no_kernel);
+    record.placeholders = handout.placeholders.clone();
     daemon
         .log
         .put_session(&record)
         .map_err(|e| internal(e.to_string()))?;
+    daemon.hold_secrets(&id, &record.placeholders);
     let session = daemon.engine.open_session(Some(&id), rules);
     daemon.engine.record(
         &session,
@@ -610,9 +614,12 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "host": a.host,
             "configured_servers": a.configured,
             "isolation": a.isolation.as_deref().unwrap_or("unknown: the launcher did not say"),
+            "secrets": handout.placeholders.keys().collect::<Vec<_>>(),
+            "secrets_withheld": handout.withheld,
         })),
     );
-    let warnings = session_warnings(daemon, &session, a.host, &a.configured);
+    let mut warnings = session_warnings(daemon, &session, a.host, &a.configured);
+    warnings.extend(handout.warnings);
     if let Some(started) = daemon.on_session_start.get() {
         started(&session);
     }
@@ -639,6 +646,8 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
         trust_bundle,
         warnings,
         traffic: daemon.traffic.get().cloned(),
+        secrets: handout.placeholders,
+        withheld: handout.withheld,
     })
 }
 
@@ -718,6 +727,67 @@ fn session_warnings(
     warnings
 }
 
+/// What a new session gets of the brokered secrets.
+#[derive(Default)]
+struct Handout {
+    placeholders: std::collections::BTreeMap<String, String>,
+    withheld: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// A placeholder for each brokered secret whose every destination this session's requests
+/// are read on their way to (after TLS termination): the LLM providers' hosts, on the kernel
+/// path or through the explicit proxy. A secret going anywhere else is withheld (its variable
+/// removed from the agent's environment) and the user told why: handing out a placeholder
+/// that nothing replaces would only break the tool that needs it, silently.
+fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> Handout {
+    let Some(broker) = daemon.broker.get().filter(|b| !b.is_empty()) else {
+        return Handout::default();
+    };
+    let kernel = !no_kernel
+        && daemon.enforcement.get().is_some()
+        && daemon.trust.get().is_some()
+        && matches!(placement, Placement::Cgroup(_));
+    let explicit = daemon.proxy.get().is_some();
+    let upstreams = daemon.llm_upstreams.get().map_or(&[][..], Vec::as_slice);
+    let read = |host: &str, port: u16| {
+        (kernel || explicit)
+            && upstreams.iter().any(|u| {
+                u.host_str().is_some_and(|h| h.eq_ignore_ascii_case(host))
+                    && u.port_or_known_default() == Some(port)
+            })
+    };
+    let mut handout = Handout {
+        placeholders: broker.new_placeholders(),
+        ..Handout::default()
+    };
+    for secret in broker.secrets() {
+        let unread: Vec<&str> = secret
+            .destinations
+            .iter()
+            .filter(|d| d.host.starts_with("*.") || d.port.is_none_or(|port| !read(&d.host, port)))
+            .map(|d| d.host.as_str())
+            .collect();
+        if unread.is_empty() {
+            continue;
+        }
+        handout.placeholders.remove(&secret.name);
+        handout.withheld.push(secret.name.clone());
+        let path = if kernel {
+            "the transparent proxy terminates only the LLM providers' and declared MCP servers' hosts"
+        } else {
+            "without kernel enforcement only the LLM proxy's providers are read"
+        };
+        handout.warnings.push(format!(
+            "secret {} is withheld: its destination {} is not intercepted on this session's path ({path}); the agent's environment holds no {}",
+            secret.name,
+            unread.join(", "),
+            secret.name
+        ));
+    }
+    handout
+}
+
 /// Records the end of a session and forgets its engine state.
 pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
     if let Some(session) = daemon.engine.find_session(id) {
@@ -729,6 +799,7 @@ pub fn end_session(daemon: &Daemon, id: &str, why: &str) {
     ended.session = Some(id.to_owned());
     daemon.engine.record_global(ended);
     daemon.engine.close_session(id);
+    daemon.release_secrets(id);
     if let Some(trust) = daemon.trust.get() {
         trust.close(id);
     }

@@ -66,6 +66,12 @@ pub struct Daemon {
     /// This run of the daemon, told at hello: a shim that sees it change knows the daemon
     /// restarted and has forgotten what its servers listed.
     pub instance: String,
+    /// The brokered secrets (`secrets:` in the config), once read.
+    pub broker: OnceLock<Arc<crate::secrets::Broker>>,
+    /// The LLM providers' upstreams (`providers`): hosts both proxies terminate.
+    pub llm_upstreams: OnceLock<Vec<url::Url>>,
+    /// Each live session's placeholders, ready for the proxies.
+    session_secrets: Mutex<std::collections::HashMap<String, Arc<crate::secrets::SessionSecrets>>>,
 }
 
 impl Daemon {
@@ -92,7 +98,38 @@ impl Daemon {
             on_session_end: OnceLock::new(),
             on_session_start: OnceLock::new(),
             instance: crate::session::new_id(),
+            broker: OnceLock::new(),
+            llm_upstreams: OnceLock::new(),
+            session_secrets: Mutex::default(),
         }
+    }
+
+    /// The placeholders `session` holds, for the proxies to put the values in (or refuse).
+    pub fn secrets_of(&self, session: &str) -> Option<Arc<crate::secrets::SessionSecrets>> {
+        crate::sync::lock(&self.session_secrets)
+            .get(session)
+            .cloned()
+    }
+
+    /// Starts recognising `placeholders` as `session`'s.
+    pub fn hold_secrets(
+        &self,
+        session: &str,
+        placeholders: &std::collections::BTreeMap<String, String>,
+    ) {
+        let Some(broker) = self.broker.get() else {
+            return;
+        };
+        if placeholders.is_empty() {
+            return;
+        }
+        let secrets = Arc::new(broker.session(placeholders));
+        crate::sync::lock(&self.session_secrets).insert(session.to_owned(), secrets);
+    }
+
+    /// Forgets an ended session's placeholders.
+    pub fn release_secrets(&self, session: &str) {
+        crate::sync::lock(&self.session_secrets).remove(session);
     }
 
     /// Ends the sessions whose cgroup emptied (or whose launcher exited): records their end
@@ -138,6 +175,7 @@ impl Daemon {
                 }
             });
             let session = self.engine.open_session(Some(id), rules);
+            self.hold_secrets(id, &record.placeholders);
             if let Err(err) = self.enforce(id, &placement, &session.rules()) {
                 said.push(format!(
                     "session {id}: the kernel cannot enforce it ({err}); its connections are not redirected"
@@ -275,6 +313,7 @@ impl Daemon {
             policy_text: None,
             started_at: now_secs(),
             ended_at: None,
+            placeholders: Default::default(),
         };
         if let Err(err) = self.log.put_session(&record) {
             eprintln!("agentshd: cannot record session {id}: {err}");

@@ -147,13 +147,35 @@ impl Proxy {
             && request.method() != http::Method::DELETE;
         let (head, incoming) = request.into_parts();
         let mut headers = head.headers;
-        // Read whole only what must be read: a judged request, or one to redact.
-        let reads_body = intercepting || self.redactor.is_some();
+        // Brokered secrets: the keys go in (or the request stops) before anything is sent.
+        let secrets = self.session_secrets(record);
+        let destination = secrets.as_ref().map(|_| self.destination(route, via));
+        let mut route = route.clone();
+        let route = &mut route;
+        if let (Some(secrets), Some(to)) = (&secrets, &destination) {
+            self.broker_head(secrets, to, &mut headers, route, record)?;
+        }
+        // Read whole only what must be read: a judged request, one to redact, or one of a
+        // session holding placeholders.
+        let reads_body = intercepting || self.redactor.is_some() || secrets.is_some();
         // The budget shares are held until the request has gone.
         let (body, read, _held) = if reads_body {
             let (body, read, held) = self
-                .read_judged_request(route, &mut headers, incoming, record, intercepting)
+                .read_judged_request(
+                    route,
+                    &mut headers,
+                    incoming,
+                    record,
+                    intercepting,
+                    secrets.is_some(),
+                )
                 .await?;
+            // After the capture and the DLP: stored bodies keep the placeholder, and the key
+            // is not taken for a leak.
+            let body = match (&secrets, &destination) {
+                (Some(secrets), Some(to)) => self.broker_body(secrets, to, body, record)?,
+                _ => body,
+            };
             (whole_request(body), read, Some(held))
         } else {
             record.capture = Capture::open(&self.bodies, &record.request_id);
@@ -278,6 +300,7 @@ impl Proxy {
         incoming: Incoming,
         record: &mut Record,
         intercepting: bool,
+        decode: bool,
     ) -> Result<(Bytes, ReadRequest, [crate::limits::Share; 2]), Refusal> {
         let (body, held) =
             tokio::time::timeout(BODY_TIMEOUT, self.read_request_body(incoming, record))
@@ -291,7 +314,7 @@ impl Proxy {
                         ),
                     )
                 })??;
-        let body = self.prepare_request(route, headers, body, record, intercepting)?;
+        let body = self.prepare_request(route, headers, body, record, intercepting || decode)?;
         let servers = match route.dialect {
             Some(dialect) if intercepting => connectors::judge(dialect, &body, record)?,
             _ => ServerNames::default(),

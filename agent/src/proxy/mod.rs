@@ -8,6 +8,7 @@
 //! [`Proxy::exchange`].
 
 mod body;
+mod brokered;
 mod connectors;
 pub mod encoding;
 mod exchange;

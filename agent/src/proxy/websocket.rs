@@ -106,6 +106,13 @@ impl Proxy {
         }
         let mut headers = request.headers().clone();
         strip_for_upstream(&mut headers);
+        // The handshake carries the key (`Authorization`): put in, or refused.
+        let mut route = route.clone();
+        if let Some(secrets) = self.session_secrets(record) {
+            let to = self.destination(&route, via);
+            self.broker_head(&secrets, &to, &mut headers, &mut route, record)?;
+        }
+        let route = &route;
         let client_upgrade = hyper::upgrade::on(&mut request);
         let body = crate::proxy::whole_request(Bytes::new());
         let response = self

@@ -195,8 +195,8 @@ impl SessionSecrets {
             for (n, value) in headers.get_all(name).iter().enumerate() {
                 let place = || Place::Header(name.as_str().to_owned());
                 let mut text = Cow::Borrowed(value.as_bytes());
-                for found in self.scanner.find(name.as_str().as_bytes()) {
-                    return Err(self.refused(&found, place(), to));
+                if let Some(found) = self.scanner.find(name.as_str().as_bytes()).first() {
+                    return Err(self.refused(found, place(), to));
                 }
                 for found in self.scanner.find(value.as_bytes()) {
                     let (secret, placeholder) = self.secret(&found);
@@ -228,10 +228,10 @@ impl SessionSecrets {
             }
         }
         for (name, n, value) in replacements {
-            if let http::header::Entry::Occupied(mut entry) = headers.entry(&name) {
-                if let Some(slot) = entry.iter_mut().nth(n) {
-                    *slot = value;
-                }
+            if let http::header::Entry::Occupied(mut entry) = headers.entry(&name)
+                && let Some(slot) = entry.iter_mut().nth(n)
+            {
+                *slot = value;
             }
         }
         if let Some(path_and_query) = uri.path_and_query().map(|p| p.as_str().to_owned()) {
@@ -288,7 +288,7 @@ impl SessionSecrets {
                     let Some(dest) = secret.destination(to.host, to.port) else {
                         continue;
                     };
-                    if dest.query.iter().any(|q| *q == decoded_key) && value.contains(placeholder) {
+                    if dest.query.contains(&decoded_key) && value.contains(placeholder) {
                         let encoded: String =
                             url::form_urlencoded::byte_serialize(secret.value().as_bytes())
                                 .collect();

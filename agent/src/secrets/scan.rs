@@ -134,24 +134,23 @@ impl Scanner {
     pub fn find_in_body(&self, body: &[u8]) -> Vec<Found> {
         let mut out = self.find(body);
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        if matches!(first, Some(b'{' | b'[')) && memchr::memchr(b'\\', body).is_some() {
-            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-                let mut strings = Vec::new();
-                collect_strings(&value, &mut strings);
-                for text in strings {
-                    let before = out.len();
-                    for found in self.find(text.as_bytes()) {
-                        out.push(found);
-                    }
-                    // Seen decoded but not raw: the escapes hid it.
-                    for found in &mut out[before..] {
-                        if found.encoding == Encoding::Plain {
-                            found.encoding = Encoding::JsonEscape;
-                        }
+        if matches!(first, Some(b'{' | b'['))
+            && memchr::memchr(b'\\', body).is_some()
+            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(body)
+        {
+            let mut strings = Vec::new();
+            collect_strings(&value, &mut strings);
+            for text in strings {
+                let before = out.len();
+                out.extend(self.find(text.as_bytes()));
+                // Seen decoded but not raw: the escapes hid it.
+                for found in &mut out[before..] {
+                    if found.encoding == Encoding::Plain {
+                        found.encoding = Encoding::JsonEscape;
                     }
                 }
-                keep_unseen_raw(&mut out);
             }
+            keep_unseen_raw(&mut out);
         }
         out
     }

@@ -141,14 +141,19 @@ pub struct SessionRecord {
     pub started_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,
+    /// The placeholders its agent holds for brokered secrets (name -> placeholder): not
+    /// secret, kept so that a restarted daemon still recognises them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub placeholders: std::collections::BTreeMap<String, String>,
 }
 
 impl SessionRecord {
     /// The record as clients see it: the policy's origin, not its text (which can be
-    /// megabytes, and is the daemon's to keep).
+    /// megabytes, and is the daemon's to keep), nor the session's placeholders.
     pub fn without_policy_text(&self) -> Self {
         Self {
             policy_text: None,
+            placeholders: Default::default(),
             ..self.clone()
         }
     }
@@ -1409,6 +1414,7 @@ mod tests {
                 policy_text: None,
                 started_at,
                 ended_at: None,
+                placeholders: Default::default(),
             })
             .unwrap();
         }

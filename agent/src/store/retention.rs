@@ -414,6 +414,7 @@ mod tests {
             policy_text: None,
             started_at: 0,
             ended_at,
+            placeholders: Default::default(),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct Args {
 
 /// A line of the child's go message that is an argument for the agent, put after its program.
 const ARG_PREFIX: &str = "arg:";
+/// A line of the go message that removes a variable from the agent's environment.
+const UNSET_PREFIX: &str = "unset:";
 
 fn program_name(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
@@ -158,6 +160,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                 host,
                 configured: discovery.servers.clone(),
                 isolation: Some(isolation.to_string()),
+                no_kernel: args.no_kernel,
             },
         )
         .map_err(anyhow::Error::from);
@@ -246,6 +249,21 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
         for name in agentsh::session::ca::TRUST_VARIABLES {
             message.push_str(&format!("{name}={bundle}\n"));
         }
+    }
+    // Brokered secrets: the placeholder in place of whatever the caller's environment held;
+    // a withheld one not at all (its real value must not reach the agent either).
+    for (name, placeholder) in &created.secrets {
+        message.push_str(&format!("{name}={placeholder}\n"));
+    }
+    for name in &created.withheld {
+        message.push_str(&format!("{UNSET_PREFIX}{name}\n"));
+    }
+    if !created.secrets.is_empty() {
+        let names: Vec<&str> = created.secrets.keys().map(String::as_str).collect();
+        eprintln!(
+            "agentshctl: brokered secrets: {} hold placeholders; agentshd puts the real values in on their way to their hosts",
+            names.join(", ")
+        );
     }
     eprintln!(
         "agentshctl: session {} started{}",
@@ -473,9 +491,12 @@ fn child_main(
     let launcher_dir = lines.next().filter(|l| !l.is_empty()).map(str::to_owned);
     let mut extra_args: Vec<CString> = Vec::new();
     let mut environment: Vec<(String, String)> = Vec::new();
+    let mut unset: Vec<String> = Vec::new();
     for line in lines {
         if let Some(arg) = line.strip_prefix(ARG_PREFIX) {
             extra_args.extend(CString::new(arg).ok());
+        } else if let Some(name) = line.strip_prefix(UNSET_PREFIX) {
+            unset.push(name.to_owned());
         } else if let Some((name, value)) = line.split_once('=') {
             environment.push((name.to_owned(), value.to_owned()));
         }
@@ -502,6 +523,9 @@ fn child_main(
         }
         for (name, value) in &environment {
             std::env::set_var(name, value);
+        }
+        for name in &unset {
+            std::env::remove_var(name);
         }
     }
     // Entered before privileges drop: root needs no no_new_privs for it.
