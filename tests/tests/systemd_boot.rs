@@ -869,7 +869,12 @@ fn the_readme_ci_recipe_runs_under_systemd() {
         .collect();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
     assert_eq!(kinds.first(), Some(&"session_started"), "{kinds:?}");
-    assert_eq!(kinds.last(), Some(&"session_ended"), "{kinds:?}");
+    // The session's end, then the signed checkpoint that closes it.
+    assert_eq!(
+        kinds[kinds.len().saturating_sub(2)..],
+        ["session_ended", "audit_checkpoint"],
+        "{kinds:?}"
+    );
     assert!(
         events.iter().any(|e| e["event"] == "mcp_network_connection"
             && e["action"] == "block"
