@@ -736,10 +736,10 @@ struct Handout {
 }
 
 /// A placeholder for each brokered secret whose every destination this session's requests
-/// are read on their way to (after TLS termination): the LLM providers' hosts, on the kernel
-/// path or through the explicit proxy. A secret going anywhere else is withheld (its variable
-/// removed from the agent's environment) and the user told why: handing out a placeholder
-/// that nothing replaces would only break the tool that needs it, silently.
+/// are read on their way to (after TLS termination): any on the kernel path, the LLM
+/// providers' hosts through the explicit proxy. A secret going anywhere else is withheld (its
+/// variable removed from the agent's environment) and the user told why: handing out a
+/// placeholder that nothing replaces would only break the tool that needs it, silently.
 fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> Handout {
     let Some(broker) = daemon.broker.get().filter(|b| !b.is_empty()) else {
         return Handout::default();
@@ -750,12 +750,16 @@ fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> 
         && matches!(placement, Placement::Cgroup(_));
     let explicit = daemon.proxy.get().is_some();
     let upstreams = daemon.llm_upstreams.get().map_or(&[][..], Vec::as_slice);
-    let read = |host: &str, port: u16| {
-        (kernel || explicit)
-            && upstreams.iter().any(|u| {
-                u.host_str().is_some_and(|h| h.eq_ignore_ascii_case(host))
-                    && u.port_or_known_default() == Some(port)
-            })
+    // The transparent proxy terminates every destination of a secret the session holds; the
+    // explicit proxy reads only the providers'.
+    let read = |host: &str, port: Option<u16>| {
+        kernel
+            || (explicit
+                && !host.starts_with("*.")
+                && upstreams.iter().any(|u| {
+                    u.host_str().is_some_and(|h| h.eq_ignore_ascii_case(host))
+                        && port.is_none_or(|p| u.port_or_known_default() == Some(p))
+                }))
     };
     let mut handout = Handout {
         placeholders: broker.new_placeholders(),
@@ -765,7 +769,7 @@ fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> 
         let unread: Vec<&str> = secret
             .destinations
             .iter()
-            .filter(|d| d.host.starts_with("*.") || d.port.is_none_or(|port| !read(&d.host, port)))
+            .filter(|d| !read(&d.host, d.port))
             .map(|d| d.host.as_str())
             .collect();
         if unread.is_empty() {
@@ -773,11 +777,7 @@ fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> 
         }
         handout.placeholders.remove(&secret.name);
         handout.withheld.push(secret.name.clone());
-        let path = if kernel {
-            "the transparent proxy terminates only the LLM providers' and declared MCP servers' hosts"
-        } else {
-            "without kernel enforcement only the LLM proxy's providers are read"
-        };
+        let path = "without kernel enforcement only the LLM proxy's providers are read";
         handout.warnings.push(format!(
             "secret {} is withheld: its destination {} is not intercepted on this session's path ({path}); the agent's environment holds no {}",
             secret.name,

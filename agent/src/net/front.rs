@@ -229,7 +229,13 @@ impl Front {
                     self.mcp(stream, &original, session, Some(&hello), target)
                         .await;
                 }
-                Class::Other => self.other(stream, &original, &session, upstream).await,
+                Class::Other => match self.brokered_for(&session, &hello, destination) {
+                    Some(secrets) => {
+                        self.brokered(stream, &original, session, &hello, secrets)
+                            .await;
+                    }
+                    None => self.other(stream, &original, &session, upstream).await,
+                },
             },
             Err(TlsError::NotTls(_)) => match targets.plain(destination) {
                 Class::Mcp(target) => self.mcp(stream, &original, session, None, target).await,
@@ -406,6 +412,59 @@ impl Front {
                 conversations.serve(stream, origin, destination).await;
             }
         }
+    }
+
+    /// The session's placeholders, when the name the client asked for (or the address it
+    /// dialled) is one of its brokered secrets' destinations.
+    fn brokered_for(
+        &self,
+        session: &Session,
+        hello: &Hello,
+        destination: SocketAddr,
+    ) -> Option<Arc<crate::secrets::SessionSecrets>> {
+        let secrets = self.daemon.secrets_of(session.id()?)?;
+        let broker = self.daemon.broker.get()?;
+        let host = hello
+            .server_name
+            .as_deref()
+            .map_or_else(|| destination.ip().to_string(), str::to_ascii_lowercase);
+        broker
+            .secrets()
+            .iter()
+            .any(|s| s.destination(&host, destination.port()).is_some())
+            .then_some(secrets)
+    }
+
+    /// A brokered secret's destination: terminated, its requests given the real values.
+    async fn brokered(
+        &self,
+        stream: TcpStream,
+        original: &Original,
+        session: Arc<Session>,
+        hello: &Hello,
+        secrets: Arc<crate::secrets::SessionSecrets>,
+    ) {
+        let destination = original.destination;
+        let Some((client, name)) = self.terminate(stream, original, &session, hello).await else {
+            return;
+        };
+        let host = hello
+            .server_name
+            .as_deref()
+            .map_or_else(|| destination.ip().to_string(), str::to_ascii_lowercase);
+        let brokered = Arc::new(super::brokered::Brokered {
+            engine: Arc::clone(&self.daemon.engine),
+            session,
+            secrets,
+            origin: Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name)),
+            host,
+            port: destination.port(),
+        });
+        let service = service_fn(move |request| {
+            let brokered = Arc::clone(&brokered);
+            async move { Ok::<_, Infallible>(brokered.exchange(request).await) }
+        });
+        serve_http(client, service, destination).await;
     }
 
     /// Traffic that is neither an LLM provider's nor a declared server's; `upstream`, a

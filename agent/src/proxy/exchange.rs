@@ -582,7 +582,7 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// Headers for one connection only (RFC 9110 7.6.1), and those `Connection` names.
-pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

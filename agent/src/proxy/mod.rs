@@ -41,7 +41,7 @@ use crate::llm::dlp::Redactor;
 use crate::llm::host_names::ToolNamePattern;
 use crate::store::BodyStore;
 pub use body::{BoxError, RequestBody, whole_request};
-pub use exchange::{ResponseBody, Via, full};
+pub use exchange::{ResponseBody, Via, full, strip_hop_by_hop};
 pub use route::{ANTHROPIC_PREFIX, GOOGLE_PREFIX, OPENAI_PREFIX, Provider};
 use upstream::{Upstream, UpstreamError};
 
