@@ -232,6 +232,69 @@ echo all-done
         "{refused:#?}"
     );
 
+    // `secrets list` names them, their sources and destinations, never a value; `secrets
+    // test` puts one through the daemon's broker.
+    let list = daemon.ctl(&["secrets", "list"]);
+    assert!(list.status.success(), "{}", list.stderr);
+    for want in [
+        "ANTHROPIC_API_KEY",
+        "GITHUB_TOKEN",
+        "api.github.com (any header)",
+        "from file ",
+    ] {
+        assert!(list.stdout.contains(want), "{want}: {}", list.stdout);
+    }
+    assert!(
+        list.stdout.contains("GITHUB_TOKEN  from command /bin/cat"),
+        "{}",
+        list.stdout
+    );
+    // (This daemon has kernel enforcement; the session above chose --no-kernel.)
+    assert!(
+        list.stdout.contains("GITHUB_TOKEN  from command /bin/cat ")
+            && list
+                .stdout
+                .contains("for kernel-path sessions (not `run --no-kernel`)"),
+        "{}",
+        list.stdout
+    );
+    let test = daemon.ctl(&["secrets", "test", "OPENAI_API_KEY"]);
+    assert_eq!(
+        test.status.code(),
+        Some(0),
+        "{}{}",
+        test.stdout,
+        test.stderr
+    );
+    assert!(
+        test.stdout
+            .contains("ok   refused on its way to any other host"),
+        "{}",
+        test.stdout
+    );
+    let github = daemon.ctl(&["secrets", "test", "GITHUB_TOKEN"]);
+    assert_eq!(github.status.code(), Some(0), "{}", github.stdout);
+    assert!(
+        github
+            .stdout
+            .contains("ok   put in at api.github.com in `authorization`")
+            && github.stdout.contains("`run --no-kernel` ones none"),
+        "{}",
+        github.stdout
+    );
+    let unknown = daemon.ctl(&["secrets", "test", "NOPE"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        unknown.stderr.contains("no brokered secret is named NOPE"),
+        "{}",
+        unknown.stderr
+    );
+    for out in [&list, &test, &github] {
+        for value in [ANTHROPIC_KEY, OPENAI_KEY, GITHUB_TOKEN] {
+            assert!(!out.stdout.contains(value));
+        }
+    }
+
     // The real values are nowhere the daemon wrote: not the trail, not the stored bodies, not
     // its own output.
     daemon.ctl(&["export"]);

@@ -132,6 +132,10 @@ pub mod ops {
     pub const AUDIT_KEY: &str = "audit.key";
     /// Stored records as redb holds them, a page at a time: `agentshctl audit verify`.
     pub const AUDIT_RECORDS: &str = "audit.records";
+    /// The brokered secrets: names, sources, destinations (never values).
+    pub const SECRETS_LIST: &str = "secrets.list";
+    /// One brokered secret put through the broker in the daemon: `agentshctl secrets test`.
+    pub const SECRETS_TEST: &str = "secrets.test";
 }
 
 // --- hello ---------------------------------------------------------------------------------
@@ -458,6 +462,38 @@ pub struct AuditRecords {
     /// The last sequence number in the page: the next page's `after` (equal to `after` at the
     /// end of the trail).
     pub next: u64,
+}
+
+/// One brokered secret as `secrets list` shows it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretInfo {
+    pub name: String,
+    /// Where the value was read from (`credential anthropic`, `file /etc/...`).
+    pub source: String,
+    /// `host[:port] (headers ..., query ..., body)`, one per destination.
+    pub destinations: Vec<String>,
+    /// Whether sessions on the kernel path get a placeholder for it.
+    pub kernel_path: bool,
+    /// Whether `run --no-kernel` sessions do (its destinations are LLM providers').
+    pub explicit_proxy: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretArgs {
+    pub name: String,
+}
+
+/// What `secrets test` found: each check and whether it held.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SecretTest {
+    pub name: String,
+    pub checks: Vec<SecretCheck>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretCheck {
+    pub ok: bool,
+    pub what: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

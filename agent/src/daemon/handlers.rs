@@ -12,7 +12,7 @@ use crate::api::protocol::{
     ApiError, ApproveArgs, Approved, AuditKey, AuditRecords, AuditRecordsArgs, BinaryArgs,
     CustomServerSetting, ErrorCode, EventsArgs, EventsPageArgs, Generated, Hello, InstructionsArgs,
     Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest,
-    RecordArgs, Role, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
+    RecordArgs, Role, SecretArgs, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
     SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
@@ -315,6 +315,23 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
                     .collect(),
             })
         }
+        ops::SECRETS_LIST => ok(&super::secrets::list(daemon)),
+        ops::SECRETS_TEST => {
+            if !peer.is_admin() {
+                return Err(forbidden("testing a brokered secret is for administrators"));
+            }
+            let a: SecretArgs = args(raw)?;
+            match super::secrets::test(daemon, &a.name) {
+                Some(test) => ok(&test),
+                None => Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no brokered secret is named {} (`agentshctl secrets list`)",
+                        a.name
+                    ),
+                )),
+            }
+        }
         ops::PINS_LIST => {
             let a: PinsArgs = args(raw)?;
             pins_list(daemon, peer, &a)
@@ -589,7 +606,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             }
         },
     };
-    let handout = hand_out_secrets(daemon, &placement, a.no_kernel);
+    let handout = super::secrets::hand_out(daemon, &placement, a.no_kernel);
     record.placeholders = handout.placeholders.clone();
     daemon
         .log
@@ -725,67 +742,6 @@ fn session_warnings(
         }
     }
     warnings
-}
-
-/// What a new session gets of the brokered secrets.
-#[derive(Default)]
-struct Handout {
-    placeholders: std::collections::BTreeMap<String, String>,
-    withheld: Vec<String>,
-    warnings: Vec<String>,
-}
-
-/// A placeholder for each brokered secret whose every destination this session's requests
-/// are read on their way to (after TLS termination): any on the kernel path, the LLM
-/// providers' hosts through the explicit proxy. A secret going anywhere else is withheld (its
-/// variable removed from the agent's environment) and the user told why: handing out a
-/// placeholder that nothing replaces would only break the tool that needs it, silently.
-fn hand_out_secrets(daemon: &Daemon, placement: &Placement, no_kernel: bool) -> Handout {
-    let Some(broker) = daemon.broker.get().filter(|b| !b.is_empty()) else {
-        return Handout::default();
-    };
-    let kernel = !no_kernel
-        && daemon.enforcement.get().is_some()
-        && daemon.trust.get().is_some()
-        && matches!(placement, Placement::Cgroup(_));
-    let explicit = daemon.proxy.get().is_some();
-    let upstreams = daemon.llm_upstreams.get().map_or(&[][..], Vec::as_slice);
-    // The transparent proxy terminates every destination of a secret the session holds; the
-    // explicit proxy reads only the providers'.
-    let read = |host: &str, port: Option<u16>| {
-        kernel
-            || (explicit
-                && !host.starts_with("*.")
-                && upstreams.iter().any(|u| {
-                    u.host_str().is_some_and(|h| h.eq_ignore_ascii_case(host))
-                        && port.is_none_or(|p| u.port_or_known_default() == Some(p))
-                }))
-    };
-    let mut handout = Handout {
-        placeholders: broker.new_placeholders(),
-        ..Handout::default()
-    };
-    for secret in broker.secrets() {
-        let unread: Vec<&str> = secret
-            .destinations
-            .iter()
-            .filter(|d| !read(&d.host, d.port))
-            .map(|d| d.host.as_str())
-            .collect();
-        if unread.is_empty() {
-            continue;
-        }
-        handout.placeholders.remove(&secret.name);
-        handout.withheld.push(secret.name.clone());
-        let path = "without kernel enforcement only the LLM proxy's providers are read";
-        handout.warnings.push(format!(
-            "secret {} is withheld: its destination {} is not intercepted on this session's path ({path}); the agent's environment holds no {}",
-            secret.name,
-            unread.join(", "),
-            secret.name
-        ));
-    }
-    handout
 }
 
 /// Records the end of a session and forgets its engine state.

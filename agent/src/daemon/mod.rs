@@ -7,6 +7,7 @@ mod handlers;
 pub mod peer;
 mod refusals;
 pub mod report;
+mod secrets;
 mod server;
 
 use std::collections::HashSet;

@@ -8,6 +8,7 @@ mod inspect;
 mod pins;
 mod query;
 mod run;
+mod secrets;
 mod setup;
 mod unseen;
 
@@ -47,6 +48,10 @@ enum Command {
     /// of the store or an export (exit 0 intact, 1 tampered, 2 could not check).
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Credentials agentshd brokers: sessions hold placeholders, the proxy puts the values in
+    /// on their way to their hosts (list: names and destinations, never values).
+    #[command(subcommand)]
+    Secrets(secrets::Command),
     /// Whether this machine can run kernel enforcement and agentshd is healthy, one line per
     /// check with a fix for each problem (exit 0 none failed, 1 one did).
     Doctor(doctor::Args),
@@ -113,6 +118,7 @@ fn main() -> ExitCode {
         Command::Session(command) => query::session(&socket, &command),
         Command::Export(args) => export::run(&args, &socket),
         Command::Audit(command) => audit::run(&command, &socket),
+        Command::Secrets(command) => secrets::run(&command, &socket),
         Command::Policy(PolicyCommand::Check { file }) => policy_check(&file),
         Command::Policy(PolicyCommand::Generate { session, output }) => {
             query::generate(&socket, &session, output.as_ref())
