@@ -3,7 +3,9 @@
 //! Order of rules: `env_deny` always removes; with a non-empty `env_allow` only the standard
 //! variables and the allowed ones pass; with only `env_deny`, everything else passes (the
 //! policy chose what to remove: the design documents' "strip these, pass all others"); with
-//! neither, everything passes except credentials (sensitive names and suffixes).
+//! neither, everything passes except credentials (sensitive names and suffixes), unless the
+//! value is a brokered secret's placeholder: not a credential, and what the server needs to
+//! reach its API through agentsh (which puts the real value in on the way).
 
 use std::ffi::OsString;
 
@@ -135,12 +137,15 @@ pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvR
             out.removed.push(name.to_string_lossy().into_owned());
             continue;
         };
+        let placeholder = value
+            .to_str()
+            .is_some_and(|v| v.starts_with(agentsh::secrets::PLACEHOLDER_PREFIX));
         let keep = if (rules.deny)(text) {
             false
         } else if rules.allow_is_set {
             is_standard(text) || (rules.allow)(text)
         } else {
-            rules.deny_is_set || !is_sensitive(text)
+            rules.deny_is_set || placeholder || !is_sensitive(text)
         };
         if keep {
             out.kept.push((name, value));
@@ -190,6 +195,39 @@ mod tests {
             .iter()
             .map(|(n, _)| n.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn a_brokered_placeholder_is_not_a_credential() {
+        let none = |_: &str| false;
+        let rules = EnvRules {
+            allow: &none,
+            allow_is_set: false,
+            deny: &none,
+            deny_is_set: false,
+        };
+        let vars = vec![
+            (
+                OsString::from("GITHUB_TOKEN"),
+                OsString::from("agentsh-placeholder-github-token-0123456789abcdef01234567"),
+            ),
+            (OsString::from("NPM_TOKEN"), OsString::from("npm_real")),
+        ];
+        let f = filter(vars, &rules);
+        assert_eq!(kept(&f), ["GITHUB_TOKEN"]);
+        assert_eq!(f.removed, ["NPM_TOKEN"]);
+        // The policy's own deny still removes it.
+        let github = |n: &str| n == "GITHUB_TOKEN";
+        let denying = EnvRules {
+            deny: &github,
+            deny_is_set: true,
+            ..rules
+        };
+        let vars = vec![(
+            OsString::from("GITHUB_TOKEN"),
+            OsString::from("agentsh-placeholder-github-token-0123456789abcdef01234567"),
+        )];
+        assert!(filter(vars, &denying).kept.is_empty());
     }
 
     #[test]

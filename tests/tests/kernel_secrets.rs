@@ -120,8 +120,14 @@ case "$GITHUB_TOKEN" in agentsh-placeholder-github-token-*) ;; *) exit 12;; esac
 {plain} || exit 13
 # GitHub's token to Anthropic: refused.
 if {leak}; then exit 14; fi
-# The MCP server, started by the agent, calls GitHub with its placeholder.
-printf '%s\n' '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{}}}}' '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"whoami","arguments":{{}}}}}}' | python3 {server} || exit 15
+# The MCP server, started by the agent through agentsh-shim (which strips credentials from a
+# server's environment, and lets a placeholder through), calls GitHub with its placeholder.
+printf '%s\n' \
+  '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}' \
+  '{{"jsonrpc":"2.0","method":"notifications/initialized"}}' \
+  '{{"jsonrpc":"2.0","id":3,"method":"tools/list"}}' \
+  '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"whoami","arguments":{{}}}}}}' \
+  | {shim} --server-id github -- python3 {server} || exit 15
 # Anthropic's key to GitHub, base64 in a body: refused.
 python3 - <<'PY' || exit 16
 import base64, os, urllib.request, urllib.error
@@ -139,6 +145,7 @@ echo all-done
         plain = call(""),
         leak = call(r#"--header "x-note:$GITHUB_TOKEN" 2>/dev/null"#),
         server = server.display(),
+        shim = agentsh_tests::bin("agentsh-shim").display(),
     );
     let script_file = dir.path().join("session.sh");
     std::fs::write(&script_file, script).unwrap();

@@ -22,6 +22,10 @@ use http::{HeaderMap, HeaderValue, Uri};
 use super::scan::{Encoding, Found, Scanner};
 use super::vault::Secret;
 
+/// How every placeholder starts: obviously not a key, and what the stdio shim lets through to
+/// a server as the non-secret it is.
+pub const PLACEHOLDER_PREFIX: &str = "agentsh-placeholder-";
+
 /// Where a request is going: the host it names (SNI or Host, lowercase) and the port.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
@@ -123,7 +127,7 @@ impl Broker {
                 let label = s.name.to_ascii_lowercase().replace('_', "-");
                 (
                     s.name.clone(),
-                    format!("agentsh-placeholder-{label}-{}", hex::encode(random)),
+                    format!("{PLACEHOLDER_PREFIX}{label}-{}", hex::encode(random)),
                 )
             })
             .collect()

@@ -18,6 +18,8 @@ mod vault;
 #[cfg(test)]
 mod tests;
 
-pub use broker::{BodyOutcome, Broker, Foreign, Place, Refused, SessionSecrets, Target};
+pub use broker::{
+    BodyOutcome, Broker, Foreign, PLACEHOLDER_PREFIX, Place, Refused, SessionSecrets, Target,
+};
 pub use scan::{Encoding, Found, Scanner};
 pub use vault::{Secret, VaultError, ensure_private, load};
