@@ -43,6 +43,9 @@ echo
 echo "== OTLP export (events/s from redb to a loopback collector, vs only reading them back) =="
 cargo run --quiet --release -p agentsh --example export_bench
 echo
+echo "== brokered secrets (a request's added work with placeholders, vs a session holding none) =="
+cargo run --quiet --release -p agentsh --example secrets_bench
+echo
 echo "== LLM proxy (agentshd vs direct to the upstream) =="
 # `make bench` built the release agentshd; the example finds it next to itself.
 cargo build --quiet --release -p agentsh --bin agentshd --example proxy_bench

@@ -3,11 +3,14 @@
 //! One Aho-Corasick automaton per session holds, for every placeholder, the forms a client (or
 //! an injected instruction) could dress it in: as it is, in hex, and in base64 and base64url at
 //! each of the three byte alignments (the characters that depend on the placeholder alone, so a
-//! placeholder inside a longer base64 text is found too). Matching is ASCII case-insensitive:
-//! hex comes in both cases, and an upper-cased placeholder is still an attempt. Text is also
-//! read percent-decoded when it holds a `%`, and JSON bodies string by string after their
-//! escapes are decoded (`\u0061gentsh-...`). Content-Encoding (gzip, br, zstd, deflate) is
-//! the caller's to undo, as for the embedded DLP.
+//! placeholder inside a longer base64 text is found too); hex in both cases. Text is also read
+//! with its `%XX` escapes decoded when one of them spells a placeholder's character, and JSON
+//! bodies with their `\uXXXX` escapes decoded (`\u0061gentsh-...`; no other JSON escape can
+//! spell a letter, digit or dash). Content-Encoding (gzip, br, zstd, deflate) is the caller's
+//! to undo, as for the embedded DLP.
+//!
+//! Matching is case-sensitive, which keeps the automaton on its fast prefilter: an
+//! upper-cased placeholder is not found (nor is it the key, nor replaced by it).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine as _;
@@ -70,7 +73,7 @@ impl Scanner {
             // A placeholder is at least 20 characters: its shortest base64 form is still long
             // enough never to match by chance. Duplicates (base64 and base64url often agree)
             // are kept once.
-            if needle.len() >= 16 && !needles.iter().any(|n| n.eq_ignore_ascii_case(&needle)) {
+            if needle.len() >= 16 && !needles.contains(&needle) {
                 needles.push(needle);
                 patterns.push(found);
             }
@@ -81,6 +84,11 @@ impl Scanner {
             add(plain.to_vec(), at(Encoding::Plain), &mut needles);
             add(
                 hex::encode(plain).into_bytes(),
+                at(Encoding::Hex),
+                &mut needles,
+            );
+            add(
+                hex::encode_upper(plain).into_bytes(),
                 at(Encoding::Hex),
                 &mut needles,
             );
@@ -100,7 +108,7 @@ impl Scanner {
         // Patterns are fixed strings of visible ASCII, at most a few dozen per session: the
         // builder cannot fail on them.
         let automaton = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .match_kind(MatchKind::Standard)
             .build(&needles)
             .unwrap_or_else(|_| {
@@ -116,7 +124,7 @@ impl Scanner {
     pub fn find(&self, bytes: &[u8]) -> Vec<Found> {
         let mut out = Vec::new();
         self.find_into(bytes, &mut out);
-        if memchr::memchr(b'%', bytes).is_some() {
+        if percent_escapes_a_placeholder_character(bytes) {
             let decoded = percent_decode(bytes);
             let before = out.len();
             self.find_into(&decoded, &mut out);
@@ -125,32 +133,24 @@ impl Scanner {
                     found.encoding = Encoding::Percent;
                 }
             }
-            dedup(&mut out);
         }
         out
     }
 
-    /// [`Self::find`], and for a JSON document also in its strings as decoded (escapes undone).
+    /// [`Self::find`], and for a JSON document also with its `\uXXXX` escapes decoded.
     pub fn find_in_body(&self, body: &[u8]) -> Vec<Found> {
         let mut out = self.find(body);
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        if matches!(first, Some(b'{' | b'['))
-            && memchr::memchr(b'\\', body).is_some()
-            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(body)
-        {
-            let mut strings = Vec::new();
-            collect_strings(&value, &mut strings);
-            for text in strings {
-                let before = out.len();
-                out.extend(self.find(text.as_bytes()));
-                // Seen decoded but not raw: the escapes hid it.
-                for found in &mut out[before..] {
-                    if found.encoding == Encoding::Plain {
-                        found.encoding = Encoding::JsonEscape;
-                    }
+        if matches!(first, Some(b'{' | b'[')) && memchr::memmem::find(body, b"\\u").is_some() {
+            let decoded = json_unicode_unescaped(body);
+            let before = out.len();
+            self.find_into(&decoded, &mut out);
+            // Seen decoded but not raw: the escapes hid it.
+            for found in &mut out[before..] {
+                if found.encoding == Encoding::Plain {
+                    found.encoding = Encoding::JsonEscape;
                 }
             }
-            keep_unseen_raw(&mut out);
         }
         out
     }
@@ -202,43 +202,48 @@ fn percent_decode(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-fn collect_strings<'v>(value: &'v serde_json::Value, out: &mut Vec<&'v str>) {
-    match value {
-        serde_json::Value::String(s) => out.push(s),
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
-        serde_json::Value::Object(map) => {
-            for (key, v) in map {
-                out.push(key);
-                collect_strings(v, out);
+/// Whether some `%XX` escape in `bytes` decodes to a character a placeholder holds (a
+/// lowercase letter, a digit or a dash): only then is a decoded copy worth reading.
+fn percent_escapes_a_placeholder_character(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'%', bytes).any(|i| {
+        let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+        match (hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
+            (Some(h), Some(l)) => {
+                let c = (h * 16 + l) as u8;
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'
             }
+            _ => false,
         }
-        _ => {}
+    })
+}
+
+/// `bytes` with every JSON `\uXXXX` escape of an ASCII character decoded (others kept as
+/// they are); `\\` stays an escaped backslash, so `\\u0061` is not read as `a`.
+fn json_unicode_unescaped(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if bytes.get(i + 1) == Some(&b'u')
+                && let Some(code) = bytes
+                    .get(i + 2..i + 6)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u16::from_str_radix(h, 16).ok())
+                && code < 0x80
+            {
+                out.push(code as u8);
+                i += 6;
+                continue;
+            }
+            // Any other escape: itself and the character it escapes.
+            out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
+            i += 2;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
     }
-}
-
-/// Keeps each (secret, encoding) once.
-fn dedup(out: &mut Vec<Found>) {
-    let mut seen = Vec::with_capacity(out.len());
-    out.retain(|f| {
-        let new = !seen.contains(f);
-        if new {
-            seen.push(*f);
-        }
-        new
-    });
-}
-
-/// After a JSON pass: a placeholder found raw is not also reported as JSON-escaped.
-fn keep_unseen_raw(out: &mut Vec<Found>) {
-    let raw: Vec<Found> = out.clone();
-    out.retain(|f| {
-        f.encoding != Encoding::JsonEscape
-            || !raw.contains(&Found {
-                secret: f.secret,
-                encoding: Encoding::Plain,
-            })
-    });
-    dedup(out);
+    out
 }
 
 #[cfg(test)]
@@ -262,10 +267,8 @@ mod tests {
             found(format!("Bearer {P}").as_bytes()),
             [(0, Encoding::Plain)]
         );
-        assert_eq!(
-            found(P.to_ascii_uppercase().as_bytes()),
-            [(0, Encoding::Plain)]
-        );
+        // Upper-cased it is neither found nor the key (matching stays case-sensitive).
+        assert!(found(P.to_ascii_uppercase().as_bytes()).is_empty());
         assert_eq!(found(hex::encode(Q).as_bytes()), [(1, Encoding::Hex)]);
         assert_eq!(found(hex::encode_upper(Q).as_bytes()), [(1, Encoding::Hex)]);
         // Inside longer base64 texts, at each alignment, in both alphabets.
@@ -290,6 +293,29 @@ mod tests {
             found(format!("{{\"note\":\"{json_escaped}\"}}").as_bytes()),
             [(0, Encoding::JsonEscape)]
         );
+        // Half escaped, among other escapes; an escaped backslash before `u` is no escape.
+        let half: String = P
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    format!("\\u{:04X}", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        assert_eq!(
+            found(format!("[\"a\\\"b\\n\", \"{half}\"]").as_bytes()),
+            [(0, Encoding::JsonEscape)]
+        );
+        let not_an_escape = format!("[\"\\\\u0061{}\"]", &P[1..]);
+        assert!(found(not_an_escape.as_bytes()).is_empty());
+        // Percent escapes of other characters alone do not call for a decoded read.
+        assert!(!percent_escapes_a_placeholder_character(
+            b"100%25 of %2F and %20"
+        ));
+        assert!(percent_escapes_a_placeholder_character(b"x%61"));
         // Both, each once.
         let both = format!("{P} {P} {}", hex::encode(Q));
         assert_eq!(
