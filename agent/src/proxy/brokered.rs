@@ -93,66 +93,80 @@ impl Proxy {
         body: Bytes,
         record: &mut Record,
     ) -> Result<Bytes, Refusal> {
-        let outcome = secrets
-            .apply_body(to.target(), &body, Foreign::Redact)
-            .map_err(|refused| self.refuse(record, &refused))?;
-        if !outcome.redacted.is_empty() {
-            record.engine().record(
-                record.session(),
-                Event::new(
-                    EventKind::SecretRefused,
-                    &to.host,
-                    Action::Block,
-                    format!(
-                        "placeholders of {} redacted from a request to {}: those secrets may not go there",
-                        outcome.redacted.join(", "),
-                        to.host
-                    ),
-                )
-                .rule("secrets")
-                .severity(Severity::Medium)
-                .details(json!({
-                    "request_id": record.request_id,
-                    "secrets": outcome.redacted,
-                    "destination": format!("{}:{}", to.host, to.port),
-                    "place": "body",
-                    "redacted": true,
-                })),
-            );
-            record
-                .extra
-                .insert("secrets_redacted".into(), json!(outcome.redacted));
-        }
-        if !outcome.substituted.is_empty() {
-            record
-                .extra
-                .insert("secrets_in_body".into(), json!(outcome.substituted));
-        }
-        Ok(outcome.body.map_or(body, Bytes::from))
+        conversation_body(secrets, to, body, record)
     }
 
     fn refuse(&self, record: &mut Record, refused: &Refused) -> Refusal {
+        refuse(record, refused)
+    }
+}
+
+/// A body (or WebSocket message) on its way to an LLM provider: see [`Proxy::broker_body`].
+pub(super) fn conversation_body(
+    secrets: &SessionSecrets,
+    to: &Destination,
+    body: Bytes,
+    record: &mut Record,
+) -> Result<Bytes, Refusal> {
+    let outcome = secrets
+        .apply_body(to.target(), &body, Foreign::Redact)
+        .map_err(|refused| refuse(record, &refused))?;
+    if !outcome.redacted.is_empty() {
         record.engine().record(
             record.session(),
             Event::new(
                 EventKind::SecretRefused,
-                &refused.host,
+                &to.host,
                 Action::Block,
-                format!("request refused: {refused}"),
+                format!(
+                    "placeholders of {} redacted from a request to {}: those secrets may not go there",
+                    outcome.redacted.join(", "),
+                    to.host
+                ),
             )
             .rule("secrets")
-            .severity(Severity::High)
+            .severity(Severity::Medium)
             .details(json!({
                 "request_id": record.request_id,
-                "secret": refused.secret,
-                "destination": refused.host,
-                "place": refused.place.to_string(),
-                "encoding": refused.encoding.as_str(),
-                "allowed": refused.allowed,
+                "secrets": outcome.redacted,
+                "destination": format!("{}:{}", to.host, to.port),
+                "place": "body",
+                "redacted": true,
             })),
         );
-        Refusal::new(StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
+        record
+            .extra
+            .insert("secrets_redacted".into(), json!(outcome.redacted));
     }
+    if !outcome.substituted.is_empty() {
+        record
+            .extra
+            .insert("secrets_in_body".into(), json!(outcome.substituted));
+    }
+    Ok(outcome.body.map_or(body, Bytes::from))
+}
+
+fn refuse(record: &mut Record, refused: &Refused) -> Refusal {
+    record.engine().record(
+        record.session(),
+        Event::new(
+            EventKind::SecretRefused,
+            &refused.host,
+            Action::Block,
+            format!("request refused: {refused}"),
+        )
+        .rule("secrets")
+        .severity(Severity::High)
+        .details(json!({
+            "request_id": record.request_id,
+            "secret": refused.secret,
+            "destination": refused.host,
+            "place": refused.place.to_string(),
+            "encoding": refused.encoding.as_str(),
+            "allowed": refused.allowed,
+        })),
+    );
+    Refusal::new(StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
 }
 
 /// The host of an authority (`host`, `host:port`, `[v6]:port`).

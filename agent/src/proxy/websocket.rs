@@ -74,6 +74,11 @@ struct Relay {
     limits: Limits,
     intercepting: bool,
     redactor: Option<Redactor>,
+    /// The session's placeholders and where the messages go, when it holds any.
+    secrets: Option<(
+        Arc<crate::secrets::SessionSecrets>,
+        super::brokered::Destination,
+    )>,
 }
 
 impl Proxy {
@@ -108,10 +113,14 @@ impl Proxy {
         strip_for_upstream(&mut headers);
         // The handshake carries the key (`Authorization`): put in, or refused.
         let mut route = route.clone();
-        if let Some(secrets) = self.session_secrets(record) {
-            let to = self.destination(&route, via);
-            self.broker_head(&secrets, &to, &mut headers, &mut route, record)?;
-        }
+        let secrets = match self.session_secrets(record) {
+            Some(secrets) => {
+                let to = self.destination(&route, via);
+                self.broker_head(&secrets, &to, &mut headers, &mut route, record)?;
+                Some((secrets, to))
+            }
+            None => None,
+        };
         let route = &route;
         let client_upgrade = hyper::upgrade::on(&mut request);
         let body = crate::proxy::whole_request(Bytes::new());
@@ -159,6 +168,7 @@ impl Proxy {
             limits: self.limits,
             intercepting: self.config.mode != ProxyMode::Disabled,
             redactor: self.redactor.clone(),
+            secrets,
         };
         // The handshake is recorded as an exchange of its own; each response.create is another.
         record.finish("upgraded to a WebSocket", false);
@@ -389,6 +399,20 @@ impl Relay {
                     return Err(why);
                 }
             }
+        }
+        // Last, after the capture: the keys go in (or the message stops) on the way out.
+        if let Some((secrets, to)) = &self.secrets {
+            // Records nothing itself (detached): only the refusal or redaction events.
+            let mut record = self.record_template.detached();
+            let body = super::brokered::conversation_body(
+                secrets,
+                to,
+                bytes::Bytes::from(forwarded),
+                &mut record,
+            )
+            .map_err(|refusal| refusal.reason().to_owned())?;
+            forwarded = String::from_utf8(body.to_vec())
+                .map_err(|_| "a message with its secrets put in is not UTF-8".to_owned())?;
         }
         Ok(forwarded)
     }
