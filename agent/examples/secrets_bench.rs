@@ -94,7 +94,9 @@ fn main() {
             destination("api.github.com", &[]),
         ),
     ]);
-    let placeholders: BTreeMap<String, String> = broker.new_placeholders();
+    let placeholders: BTreeMap<String, String> = broker
+        .new_placeholders()
+        .expect("randomness for placeholders");
     let live: Mutex<HashMap<String, Arc<SessionSecrets>>> = Mutex::new(HashMap::from([(
         "holding".to_owned(),
         Arc::new(broker.session(&placeholders)),

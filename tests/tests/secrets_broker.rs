@@ -239,7 +239,7 @@ echo all-done
     for want in [
         "ANTHROPIC_API_KEY",
         "GITHUB_TOKEN",
-        "api.github.com (any header)",
+        "api.github.com (headers authorization)",
         "from file ",
     ] {
         assert!(list.stdout.contains(want), "{want}: {}", list.stdout);

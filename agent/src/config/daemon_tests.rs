@@ -655,6 +655,8 @@ secrets:
     assert!(!raw.matches("githubusercontent.com", 443));
     assert!(!raw.matches("objects.githubusercontent.com", 80));
     assert!(raw.body && raw.query == ["token"]);
+    // Headers not named: `authorization` only, never "any header".
+    assert_eq!(raw.headers, ["authorization"]);
     assert_eq!(github.defined_at, "d.yaml:11:3");
     // A file of them instead.
     let c = ok(&format!("{MINIMAL}secrets: secrets.yaml\n"));

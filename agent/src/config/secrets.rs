@@ -10,7 +10,7 @@
 //!     command: [/usr/local/bin/vault-read, github]
 //!     destinations:
 //!       - host: api.github.com
-//!         headers: [authorization]
+//!         headers: [authorization]   # the default; also `query: [NAME]`, `body: true`
 //! ```
 //!
 //! Or `secrets: /etc/agentsh/secrets.yaml`, a file holding that map (read at start, 0600 and
@@ -378,6 +378,15 @@ fn destination(r: &mut Report, node: &Node, path: &str) -> Option<SecretDestinat
         } else {
             headers.push(lower);
         }
+    }
+    if !f.has("headers") {
+        // Not "any header": servers reflect some (Referer, Origin, cookies) back.
+        headers.push("authorization".to_owned());
+    } else if headers.is_empty() {
+        r.error(
+            f.key_loc("headers"),
+            format!("`{path}.headers` names no header that could carry it"),
+        );
     }
     let query = f.strings(r, "query").into_iter().map(|(_, q)| q).collect();
     let body = f.bool(r, "body", false);

@@ -27,8 +27,23 @@ pub(super) fn hand_out(daemon: &Daemon, placement: &Placement, no_kernel: bool) 
         return Handout::default();
     };
     let kernel = !no_kernel && kernel_path(daemon) && matches!(placement, Placement::Cgroup(_));
+    let placeholders = match broker.new_placeholders() {
+        Ok(placeholders) => placeholders,
+        Err(err) => {
+            // Guessable placeholders would be no better than none: the session gets none.
+            let names: Vec<String> = broker.secrets().iter().map(|s| s.name.clone()).collect();
+            return Handout {
+                placeholders: BTreeMap::new(),
+                warnings: vec![format!(
+                    "no randomness for placeholders ({err}): the brokered secrets {} are withheld",
+                    names.join(", ")
+                )],
+                withheld: names,
+            };
+        }
+    };
     let mut handout = Handout {
-        placeholders: broker.new_placeholders(),
+        placeholders,
         ..Handout::default()
     };
     for secret in broker.secrets() {
@@ -157,11 +172,15 @@ pub(super) fn test(daemon: &Daemon, name: &str) -> Option<SecretTest> {
 /// A placeholder for the secret alone, sent to each destination (put in) and to a host that
 /// is none (refused).
 fn through_the_broker(broker: &Broker, secret: &Secret) -> Vec<SecretCheck> {
-    let placeholders: BTreeMap<String, String> = broker
-        .new_placeholders()
-        .into_iter()
-        .filter(|(n, _)| *n == secret.name)
-        .collect();
+    let placeholders: BTreeMap<String, String> = match broker.new_placeholders() {
+        Ok(all) => all.into_iter().filter(|(n, _)| *n == secret.name).collect(),
+        Err(err) => {
+            return vec![SecretCheck {
+                ok: false,
+                what: format!("no randomness for a placeholder: {err}"),
+            }];
+        }
+    };
     let Some(placeholder) = placeholders.get(&secret.name) else {
         return Vec::new();
     };

@@ -896,7 +896,10 @@ fn a_trail_chained_after_an_upgrade_verifies_from_its_chain_start() {
     let report = check(&no_start, Some(&pubkey()), None);
     assert_eq!(
         problems(&report),
-        [(6, Some(7), ProblemKind::StartsMidTrail)]
+        [
+            (1, None, ProblemKind::Unparsable),
+            (6, Some(7), ProblemKind::StartsMidTrail)
+        ]
     );
     // A chained record with its chain fields taken out is not an old record.
     let mut stripped = records.clone();
@@ -962,4 +965,57 @@ fn a_sessions_cut_off_tail_shows_against_its_session_end_checkpoint() {
     b.event(99, "mcp_tool_called", Some("c"));
     let c = session_records(&b.records, "c");
     assert!(check(&c, Some(&pubkey()), Some("c")).is_ok());
+}
+
+#[test]
+fn made_up_old_records_do_not_vouch_for_a_deleted_start() {
+    // Retention kept a live session's records between its runs; someone deletes the first kept
+    // one and puts a line without chain fields in front, to pass for an upgraded trail.
+    let mut records = retained_around_a_live_session();
+    records.remove(0);
+    records.insert(0, json!({"event": "session_started", "server": ""}));
+    let report = check(&records, Some(&pubkey()), None);
+    assert!(
+        problems(&report)
+            .iter()
+            .any(|p| p.2 == ProblemKind::Unparsable && p.0 == 1),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn hostile_sequence_numbers_do_not_overflow() {
+    let b = build();
+    let mut records: Vec<Value> = b.records[..3].to_vec();
+    for (i, r) in records.iter_mut().enumerate() {
+        r[CHAIN_KEY]["seq"] = (u64::MAX - 3 + i as u64).into();
+    }
+    let mut lines = lines(&records);
+    lines.push("garbage".into());
+    lines.push("garbage".into());
+    let mut last = b.records[3].clone();
+    last[CHAIN_KEY]["seq"] = u64::MAX.into();
+    lines.push(last.to_string());
+    assert!(!check_lines(&lines).is_ok());
+    // Gaps everywhere, then records filling them out of order: each found in its gap.
+    let mut many = Vec::new();
+    for i in 0..2_000u64 {
+        let mut r = b.records[0].clone();
+        r[CHAIN_KEY]["seq"] = (i * 3 + 1).into();
+        many.push(r);
+    }
+    for i in 0..2_000u64 {
+        let mut r = b.records[0].clone();
+        r[CHAIN_KEY]["seq"] = (i * 3 + 2).into();
+        many.push(r);
+    }
+    let report = check(&many, None, None);
+    let missing = report
+        .problems
+        .iter()
+        .filter(|p| matches!(p.kind, ProblemKind::Missing { .. }))
+        .count();
+    // Each gap lost one of its two seqs for good: still missing, none taken for reordered.
+    assert_eq!(missing, 1999);
 }

@@ -335,10 +335,13 @@ impl<'a> Verifier<'a> {
         };
         let (last_seq, last_hash) = (last.seq, last.hash.clone());
         if seq <= last_seq {
-            for gap in &mut self.gaps {
-                if (gap.lo..gap.hi).contains(&seq) {
-                    gap.filled.insert(seq);
-                }
+            // Gaps are found in increasing order and do not overlap: the one holding `seq`, if
+            // any, is the last that starts at or before it (a search, not a scan of them all).
+            let at = self.gaps.partition_point(|gap| gap.lo <= seq);
+            if let Some(gap) = at.checked_sub(1).and_then(|i| self.gaps.get_mut(i))
+                && (gap.lo..gap.hi).contains(&seq)
+            {
+                gap.filled.insert(seq);
             }
             self.problem(
                 Some(seq),
@@ -347,7 +350,7 @@ impl<'a> Verifier<'a> {
             );
             return false;
         }
-        if seq == last_seq + 1 {
+        if Some(seq) == last_seq.checked_add(1) {
             if fields.prev != last_hash {
                 self.problem(
                     Some(seq),
@@ -355,9 +358,11 @@ impl<'a> Verifier<'a> {
                     format!("prev is not the hash of #{last_seq}"),
                 );
             }
-        } else if self.session.is_none() && seq > last_seq + 1 + self.unreadable {
+        } else if self.session.is_none()
+            && seq > last_seq.saturating_add(1).saturating_add(self.unreadable)
+        {
             // (Seqs up to last + 1 + unreadable may belong to the unparsable records between.)
-            let expected_seq = last_seq + 1 + self.unreadable;
+            let expected_seq = last_seq.saturating_add(1).saturating_add(self.unreadable);
             self.gaps.push(Gap {
                 problem: self.report.problems.len(),
                 lo: expected_seq,
@@ -514,16 +519,15 @@ impl<'a> Verifier<'a> {
             if let Some((index, seq, prev)) = &self.first
                 && *seq > 1
             {
-                // The run before the first chained record; older records without chain fields
-                // may have been kept in front of it (a live session's, from before chaining).
-                let by_retention = self
-                    .retention
-                    .iter()
-                    .any(|(from, to)| *to == seq - 1 && (*from == 1 || self.report.unchained > 0));
+                // The run before the first chained record, signed as deleted from #1 on.
+                let by_retention = self.report.unchained == 0
+                    && self
+                        .retention
+                        .iter()
+                        .any(|(from, to)| *from == 1 && *to == seq - 1);
                 let by_chain_start = self.chain_start == Some(*index) && prev == ZERO_HASH;
                 if by_retention {
-                    self.report.retention_deleted +=
-                        (seq - 1).saturating_sub(self.report.unchained as u64);
+                    self.report.retention_deleted += seq - 1;
                 } else if !by_chain_start {
                     self.report.problems.push(Problem {
                         index: *index,
@@ -536,6 +540,23 @@ impl<'a> Verifier<'a> {
                         ),
                     });
                 }
+            }
+            // Records without chain fields are vouched for by nothing but a chain start: in
+            // front of any other first record they are an edit (a record's chain stripped, or
+            // lines made up to pass for an old trail).
+            let vouched =
+                matches!(&self.first, Some((index, _, _)) if self.chain_start == Some(*index));
+            if self.report.unchained > 0 && !vouched {
+                self.report.problems.push(Problem {
+                    index: 1,
+                    seq: None,
+                    kind: ProblemKind::Unparsable,
+                    detail: format!(
+                        "{} record(s) without chain fields before the chain, and no chain_start \
+                         checkpoint says the trail was chained only from there",
+                        self.report.unchained
+                    ),
+                });
             }
         } else if let Some((index, seq)) = self.session_start
             && !self.retention.iter().any(|(from, _)| *from < seq)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::json;
 
@@ -22,10 +22,14 @@ use crate::secrets::{Foreign, Refused, SessionSecrets, Target};
 
 /// A request body past this is refused: it could not be read for placeholders.
 const MAX_BODY_BYTES: usize = 64 << 20;
+/// A request body must arrive within this.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// What one brokered connection needs for each of its requests.
 pub struct Brokered {
     pub engine: Arc<Engine>,
+    /// Whose request-byte budgets (per session, in all) the bodies held here count against.
+    pub proxy: Arc<crate::proxy::Proxy>,
     pub session: Arc<Session>,
     pub secrets: Arc<SessionSecrets>,
     pub origin: Arc<Origin>,
@@ -60,20 +64,31 @@ impl Brokered {
             .secrets
             .apply_head(to, &mut head.headers, &mut head.uri)
             .map_err(|refused| self.refuse(&refused))?;
-        let raw = Limited::new(incoming, MAX_BODY_BYTES)
-            .collect()
+        let key = self.session.id().unwrap_or("unmanaged").to_owned();
+        let budgets = self.proxy.request_budgets();
+        let mut shares = [
+            budgets.per_session.share(&key),
+            budgets.total.share("everyone"),
+        ];
+        let raw = tokio::time::timeout(BODY_TIMEOUT, read_body(incoming, &mut shares))
             .await
-            .map_err(|e| {
+            .map_err(|_| {
                 (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("[agentsh] the request body could not be read for placeholders: {e}"),
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "[agentsh] the request body did not arrive within {}s",
+                        BODY_TIMEOUT.as_secs()
+                    ),
                 )
-            })?
-            .to_bytes();
+            })??;
         let codings = codings(&head.headers)?;
         let plain = if codings.is_empty() {
             raw.clone()
         } else {
+            // What decoding holds counts too.
+            for share in &mut shares {
+                let _ = share.resize((raw.len() + MAX_BODY_BYTES) as u64);
+            }
             Bytes::from(
                 encoding::decode_all(&codings, &raw, MAX_BODY_BYTES as u64).map_err(|e| {
                     (
@@ -108,8 +123,12 @@ impl Brokered {
                     format!("[agentsh] upstream {}: {e}", self.origin.authority()),
                 )
             })?;
+        drop(shares);
         let (mut head, body) = sent.into_parts();
         crate::proxy::strip_hop_by_hop(&mut head.headers);
+        // A value reflected back (a redirect keeping the query, an echo) goes back to its
+        // placeholder.
+        self.secrets.scrub_response_headers(&mut head.headers);
         Ok(Response::from_parts(
             head,
             BodyExt::boxed_unsync(body.map_err(Into::into)),
@@ -137,6 +156,44 @@ impl Brokered {
         );
         (StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
     }
+}
+
+/// The body whole, every byte counted against the budgets before it is kept.
+async fn read_body(
+    mut body: Incoming,
+    shares: &mut [crate::limits::Share; 2],
+) -> Result<Bytes, (StatusCode, String)> {
+    let mut collected = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("[agentsh] the request body cannot be read: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let wanted = collected.len() + data.len();
+        if wanted > MAX_BODY_BYTES {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "[agentsh] a request body past {MAX_BODY_BYTES} bytes cannot be read for placeholders"
+                ),
+            ));
+        }
+        for share in shares.iter_mut() {
+            if let Err(exceeded) = share.resize(wanted as u64) {
+                return Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("[agentsh] {exceeded}; try again when earlier requests have gone"),
+                ));
+            }
+        }
+        collected.extend_from_slice(&data);
+    }
+    Ok(collected.freeze())
 }
 
 fn codings(headers: &http::HeaderMap) -> Result<Vec<Coding>, (StatusCode, String)> {

@@ -454,6 +454,7 @@ impl Front {
             .map_or_else(|| destination.ip().to_string(), str::to_ascii_lowercase);
         let brokered = Arc::new(super::brokered::Brokered {
             engine: Arc::clone(&self.daemon.engine),
+            proxy: Arc::clone(&self.proxy),
             session,
             secrets,
             origin: Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name)),

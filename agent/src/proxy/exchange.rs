@@ -206,6 +206,9 @@ impl Proxy {
         let (mut head, upstream_body) = response.into_parts();
         record.status = Some(head.status.as_u16());
         strip_hop_by_hop(&mut head.headers);
+        if let Some(secrets) = &secrets {
+            secrets.scrub_response_headers(&mut head.headers);
+        }
         let dialect = match route.dialect {
             Some(dialect) if intercepting && head.status.is_success() => dialect,
             // Errors carry no tool calls; other endpoints none either; `disabled` passes.
@@ -465,21 +468,24 @@ impl Proxy {
             // The origin names its own authority; the path is what the client asked.
             Via::Origin { .. } => route.path_and_query.clone(),
         };
+        // Errors name the URL without its query: a brokered key may be in it by now (Google's
+        // `key=`), and errors go to the agent and the trail.
+        let shown = url.split('?').next().unwrap_or_default().to_owned();
         let mut request = Request::builder()
             .method(method)
             .uri(&url)
             .body(body)
             .map_err(|e| {
-                Refusal::bad_gateway(format!("cannot build the upstream request for {url}: {e}"))
+                Refusal::bad_gateway(format!(
+                    "cannot build the upstream request for {shown}: {e}"
+                ))
             })?;
         *request.headers_mut() = headers;
         match via {
             // The pooled client hands an upgraded connection over by itself.
-            Via::Configured => {
-                self.upstream.request(request).await.map_err(|e| {
-                    Refusal::bad_gateway(format!("upstream {url}: {}", error_chain(&e)))
-                })
-            }
+            Via::Configured => self.upstream.request(request).await.map_err(|e| {
+                Refusal::bad_gateway(format!("upstream {shown}: {}", error_chain(&e)))
+            }),
             Via::Origin { origin, .. } => match carry {
                 Carry::Request => origin.send(request).await,
                 Carry::Upgrade => origin.upgrade(request).await,

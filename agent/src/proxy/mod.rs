@@ -82,6 +82,13 @@ pub struct Proxy {
     request_bytes: RequestBudgets,
 }
 
+impl Proxy {
+    /// The request-byte budgets, which the transparent path's brokered destinations share.
+    pub(crate) fn request_budgets(&self) -> &RequestBudgets {
+        &self.request_bytes
+    }
+}
+
 /// How many request bytes the proxy holds while reading requests: per session, so that one
 /// session's large or slow requests cannot take the memory the others need, and in all.
 pub(crate) struct RequestBudgets {

@@ -117,18 +117,17 @@ impl Broker {
 
     /// New placeholders, one per secret: obviously not a key (`agentsh-placeholder-…`), and
     /// unique to the session they are made for.
-    pub fn new_placeholders(&self) -> BTreeMap<String, String> {
+    pub fn new_placeholders(&self) -> Result<BTreeMap<String, String>, getrandom::Error> {
         self.secrets
             .iter()
             .map(|s| {
                 let mut random = [0u8; 12];
-                // No randomness is no session: the caller cannot start one without it either.
-                let _ = getrandom::fill(&mut random);
+                getrandom::fill(&mut random)?;
                 let label = s.name.to_ascii_lowercase().replace('_', "-");
-                (
+                Ok((
                     s.name.clone(),
                     format!("{PLACEHOLDER_PREFIX}{label}-{}", hex::encode(random)),
-                )
+                ))
             })
             .collect()
     }
@@ -365,10 +364,48 @@ impl SessionSecrets {
                 },
             }
         }
+        if !outcome.redacted.is_empty() {
+            // A redacted body must hold no other secret's placeholder in any form: a plain copy
+            // redacted beside an escaped one would otherwise let the escaped one through.
+            if let Some(f) = self
+                .scanner
+                .find_in_body(&text)
+                .iter()
+                .find(|f| self.secret(f).0.destination(to.host, to.port).is_none())
+            {
+                return Err(self.refused(f, Place::Body, to));
+            }
+        }
         if let Cow::Owned(bytes) = text {
             outcome.body = Some(bytes);
         }
         Ok(outcome)
+    }
+
+    /// A response's headers with every real value of the session's secrets put back to its
+    /// placeholder: a destination that reflects a request header (a redirect keeping the
+    /// query, an echo) must not hand the value to the agent. Which secrets were seen.
+    pub fn scrub_response_headers(&self, headers: &mut HeaderMap) -> Vec<String> {
+        let mut seen = Vec::new();
+        if self.is_empty() {
+            return seen;
+        }
+        for value in headers.values_mut() {
+            let mut text = Cow::Borrowed(value.as_bytes());
+            for (index, placeholder) in &self.entries {
+                let secret = &self.secrets[*index];
+                if let Some(new) = replace(&text, secret.value(), placeholder) {
+                    text = Cow::Owned(new);
+                    push_once(&mut seen, &secret.name);
+                }
+            }
+            if let Cow::Owned(bytes) = text
+                && let Ok(scrubbed) = HeaderValue::from_bytes(&bytes)
+            {
+                *value = scrubbed;
+            }
+        }
+        seen
     }
 }
 

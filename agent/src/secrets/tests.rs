@@ -62,7 +62,7 @@ fn broker() -> Broker {
 
 fn session() -> (SessionSecrets, BTreeMap<String, String>) {
     let b = broker();
-    let placeholders = b.new_placeholders();
+    let placeholders = b.new_placeholders().unwrap();
     (b.session(&placeholders), placeholders)
 }
 
@@ -84,7 +84,7 @@ fn head(pairs: &[(&str, &str)]) -> HeaderMap {
 #[test]
 fn placeholders_are_obviously_not_keys_and_new_for_every_session() {
     let b = broker();
-    let (one, two) = (b.new_placeholders(), b.new_placeholders());
+    let (one, two) = (b.new_placeholders().unwrap(), b.new_placeholders().unwrap());
     assert_eq!(one.len(), 4);
     let p = &one["GITHUB_TOKEN"];
     assert!(p.starts_with("agentsh-placeholder-github-token-"), "{p}");
@@ -276,6 +276,17 @@ fn bodies_carry_the_value_where_configured_and_conversations_are_redacted() {
     );
     assert_eq!(out.redacted, ["GITHUB_TOKEN"]);
     assert!(!body.contains(ANTHROPIC) && !body.contains(GITHUB));
+    // A plain copy beside an escaped one: the plain one redacted would leave the escaped one
+    // through, so the whole body is refused.
+    let escaped: String = p["GITHUB_TOKEN"]
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let both = format!("[\"{}\", \"{escaped}\"]", p["GITHUB_TOKEN"]);
+    assert!(
+        s.apply_body(to("api.anthropic.com"), both.as_bytes(), Foreign::Redact)
+            .is_err()
+    );
     // Hidden in base64, redaction is not enough: refused.
     let b64 = base64::engine::general_purpose::STANDARD.encode(p["GITHUB_TOKEN"].as_bytes());
     assert!(
@@ -370,4 +381,27 @@ fn values_come_from_private_files_commands_and_credentials_only() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("empty"), "{err}");
+}
+
+#[test]
+fn a_value_reflected_in_a_response_goes_back_to_its_placeholder() {
+    let (s, p) = session();
+    let mut headers = head(&[
+        (
+            "location",
+            &format!("https://api.github.com/login?token={GITHUB}"),
+        ),
+        ("x-echo", &format!("Bearer {GITHUB}")),
+        ("content-type", "application/json"),
+    ]);
+    assert_eq!(s.scrub_response_headers(&mut headers), ["GITHUB_TOKEN"]);
+    assert_eq!(
+        headers["location"],
+        format!("https://api.github.com/login?token={}", p["GITHUB_TOKEN"]).as_str()
+    );
+    assert_eq!(
+        headers["x-echo"],
+        format!("Bearer {}", p["GITHUB_TOKEN"]).as_str()
+    );
+    assert_eq!(headers["content-type"], "application/json");
 }

@@ -163,14 +163,18 @@ fn private_problem(meta: &std::fs::Metadata) -> Option<String> {
 }
 
 fn read_private(path: &Path) -> Result<Zeroizing<String>, String> {
+    // Not following a symlink, and not blocking on a FIFO planted in its place.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
     if let Some(problem) = private_problem(&meta) {
         return Err(format!("{}: {problem}", path.display()));
     }

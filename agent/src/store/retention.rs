@@ -61,6 +61,9 @@ pub fn prune(
     }
     let cutoff = retention.max_age.and_then(|age| now.checked_sub(age));
     let live = live_sessions(db, path)?;
+    // The newest record always stays: the chain (and every exporter's cursor) continues
+    // from its seq, which an empty table would start again at 1.
+    let newest = newest_seq(db, path)?;
     // Where the scan resumes: live sessions' events before it are kept for now.
     let mut from = 0;
     loop {
@@ -70,7 +73,15 @@ pub fn prune(
             0 => 0,
             over => over.div_ceil(avg.max(1)),
         };
-        let scan = delete_oldest(db, path, from, cutoff, by_size, &live, &mut pruned)?;
+        let scan = delete_oldest(
+            db,
+            path,
+            (from, newest),
+            cutoff,
+            by_size,
+            &live,
+            &mut pruned,
+        )?;
         match scan.resume_at {
             Some(next) => from = next,
             None if scan.deleted < PER_TRANSACTION as u64 => break,
@@ -87,7 +98,7 @@ pub fn prune(
             break;
         };
         let wanted = over.div_ceil(avg.max(1)).min(PER_TRANSACTION as u64);
-        if delete_session_oldest(db, path, &largest, wanted, &mut pruned)? == 0 {
+        if delete_session_oldest(db, path, &largest, (wanted, newest), &mut pruned)? == 0 {
             break;
         }
     }
@@ -95,6 +106,18 @@ pub fn prune(
         pruned.sessions = delete_ended_sessions(db, path, cutoff)?;
     }
     Ok(pruned)
+}
+
+/// The seq of the newest stored record (0 when there is none).
+fn newest_seq(db: &Database, path: &Path) -> Result<u64, StoreError> {
+    let txn = db.begin_read().map_err(|e| db_err(path, "begin read", e))?;
+    let events = txn
+        .open_table(EVENTS)
+        .map_err(|e| db_err(path, "open events", e))?;
+    Ok(events
+        .last()
+        .map_err(|e| db_err(path, "read", e))?
+        .map_or(0, |(seq, _)| seq.value()))
 }
 
 /// The sessions recorded as not ended.
@@ -149,7 +172,7 @@ struct Scan {
 fn delete_oldest(
     db: &Database,
     path: &Path,
-    from: u64,
+    (from, newest): (u64, u64),
     cutoff: Option<SystemTime>,
     at_least: u64,
     live: &HashSet<String>,
@@ -174,6 +197,9 @@ fn delete_oldest(
                 break;
             }
             let (seq, bytes) = entry.map_err(|e| db_err(path, "read", e))?;
+            if seq.value() >= newest {
+                break;
+            }
             if scanned >= SCAN_PER_TRANSACTION {
                 resume_at = Some(seq.value());
                 break;
@@ -246,7 +272,7 @@ fn delete_session_oldest(
     db: &Database,
     path: &Path,
     session: &str,
-    n: u64,
+    (n, newest): (u64, u64),
     pruned: &mut Pruned,
 ) -> Result<u64, StoreError> {
     let txn = db
@@ -263,6 +289,9 @@ fn delete_session_oldest(
             .take(n as usize)
         {
             let (key, _) = entry.map_err(|e| db_err(path, "read", e))?;
+            if key.value().1 >= newest {
+                break;
+            }
             doomed.push(key.value().1);
         }
         let mut events = txn
