@@ -25,17 +25,76 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 /// A request body must arrive within this.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// What one brokered connection needs for each of its requests.
-pub struct Brokered {
+/// A session's placeholders on one terminated connection: what each of its requests is
+/// given, or refused for. Shared by brokered destinations and declared MCP servers.
+pub struct SecretsGuard {
     pub engine: Arc<Engine>,
-    /// Whose request-byte budgets (per session, in all) the bodies held here count against.
-    pub proxy: Arc<crate::proxy::Proxy>,
     pub session: Arc<Session>,
     pub secrets: Arc<SessionSecrets>,
-    pub origin: Arc<Origin>,
     /// The name the client asked for (lowercase) and the port it dialled.
     pub host: String,
     pub port: u16,
+}
+
+impl SecretsGuard {
+    fn target(&self) -> Target<'_> {
+        Target {
+            host: &self.host,
+            port: self.port,
+        }
+    }
+
+    /// The head: values put in where the destination takes them, or refused.
+    pub fn head(
+        &self,
+        head: &mut http::request::Parts,
+    ) -> Result<Vec<String>, (StatusCode, String)> {
+        self.secrets
+            .apply_head(self.target(), &mut head.headers, &mut head.uri)
+            .map_err(|refused| self.refuse(&refused))
+    }
+
+    /// A decoded body: values put in where configured; another secret's placeholder refused.
+    pub fn body(&self, body: &[u8]) -> Result<crate::secrets::BodyOutcome, (StatusCode, String)> {
+        self.secrets
+            .apply_body(self.target(), body, Foreign::Refuse)
+            .map_err(|refused| self.refuse(&refused))
+    }
+
+    /// A response's headers with reflected values back to their placeholders.
+    pub fn scrub(&self, headers: &mut http::HeaderMap) {
+        self.secrets.scrub_response_headers(headers);
+    }
+
+    fn refuse(&self, refused: &Refused) -> (StatusCode, String) {
+        self.engine.record(
+            &self.session,
+            Event::new(
+                EventKind::SecretRefused,
+                &refused.host,
+                Action::Block,
+                format!("request refused: {refused}"),
+            )
+            .rule("secrets")
+            .severity(Severity::High)
+            .details(json!({
+                "secret": refused.secret,
+                "destination": format!("{}:{}", self.host, self.port),
+                "place": refused.place.to_string(),
+                "encoding": refused.encoding.as_str(),
+                "allowed": refused.allowed,
+            })),
+        );
+        (StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
+    }
+}
+
+/// What one brokered connection needs for each of its requests.
+pub struct Brokered {
+    /// Whose request-byte budgets (per session, in all) the bodies held here count against.
+    pub proxy: Arc<crate::proxy::Proxy>,
+    pub origin: Arc<Origin>,
+    pub guard: SecretsGuard,
 }
 
 impl Brokered {
@@ -55,16 +114,9 @@ impl Brokered {
         &self,
         request: Request<Incoming>,
     ) -> Result<Response<ResponseBody>, (StatusCode, String)> {
-        let to = Target {
-            host: &self.host,
-            port: self.port,
-        };
         let (mut head, incoming) = request.into_parts();
-        let mut used = self
-            .secrets
-            .apply_head(to, &mut head.headers, &mut head.uri)
-            .map_err(|refused| self.refuse(&refused))?;
-        let key = self.session.id().unwrap_or("unmanaged").to_owned();
+        let mut used = self.guard.head(&mut head)?;
+        let key = self.guard.session.id().unwrap_or("unmanaged").to_owned();
         let budgets = self.proxy.request_budgets();
         let mut shares = [
             budgets.per_session.share(&key),
@@ -98,10 +150,7 @@ impl Brokered {
                 })?,
             )
         };
-        let outcome = self
-            .secrets
-            .apply_body(to, &plain, Foreign::Refuse)
-            .map_err(|refused| self.refuse(&refused))?;
+        let outcome = self.guard.body(&plain)?;
         // Unchanged bodies go as they came, encoding and all.
         let body = match outcome.body {
             Some(body) => {
@@ -128,33 +177,11 @@ impl Brokered {
         crate::proxy::strip_hop_by_hop(&mut head.headers);
         // A value reflected back (a redirect keeping the query, an echo) goes back to its
         // placeholder.
-        self.secrets.scrub_response_headers(&mut head.headers);
+        self.guard.scrub(&mut head.headers);
         Ok(Response::from_parts(
             head,
             BodyExt::boxed_unsync(body.map_err(Into::into)),
         ))
-    }
-
-    fn refuse(&self, refused: &Refused) -> (StatusCode, String) {
-        self.engine.record(
-            &self.session,
-            Event::new(
-                EventKind::SecretRefused,
-                &refused.host,
-                Action::Block,
-                format!("request refused: {refused}"),
-            )
-            .rule("secrets")
-            .severity(Severity::High)
-            .details(json!({
-                "secret": refused.secret,
-                "destination": format!("{}:{}", self.host, self.port),
-                "place": refused.place.to_string(),
-                "encoding": refused.encoding.as_str(),
-                "allowed": refused.allowed,
-            })),
-        );
-        (StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
     }
 }
 

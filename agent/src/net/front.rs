@@ -389,12 +389,29 @@ impl Front {
             Arc::clone(&self.daemon.engine),
             Arc::clone(&session),
         ));
+        let secrets = self
+            .daemon
+            .secrets_of(&session_id)
+            .filter(|s| !s.is_empty())
+            .map(|secrets| {
+                let host = hello
+                    .and_then(|h| h.server_name.as_deref())
+                    .map_or_else(|| destination.ip().to_string(), str::to_ascii_lowercase);
+                Arc::new(super::brokered::SecretsGuard {
+                    engine: Arc::clone(&self.daemon.engine),
+                    session: Arc::clone(&session),
+                    secrets,
+                    host,
+                    port: destination.port(),
+                })
+            });
         let conversations = Arc::new(Conversations {
             map: Arc::clone(&self.conversations),
             session: session_id,
             server: target.server.clone(),
             decider,
             max_message_bytes: max,
+            secrets,
         });
         match hello {
             Some(hello) => {
@@ -453,13 +470,15 @@ impl Front {
             .as_deref()
             .map_or_else(|| destination.ip().to_string(), str::to_ascii_lowercase);
         let brokered = Arc::new(super::brokered::Brokered {
-            engine: Arc::clone(&self.daemon.engine),
             proxy: Arc::clone(&self.proxy),
-            session,
-            secrets,
             origin: Arc::new(Origin::tls(destination, self.upstream_tls.clone(), name)),
-            host,
-            port: destination.port(),
+            guard: super::brokered::SecretsGuard {
+                engine: Arc::clone(&self.daemon.engine),
+                session,
+                secrets,
+                host,
+                port: destination.port(),
+            },
         });
         let service = service_fn(move |request| {
             let brokered = Arc::clone(&brokered);
@@ -588,6 +607,8 @@ struct Conversations {
     server: String,
     decider: Arc<dyn crate::engine::Decider>,
     max_message_bytes: usize,
+    /// The session's placeholders, when it holds any: put in or refused like anywhere.
+    secrets: Option<Arc<super::brokered::SecretsGuard>>,
 }
 
 impl Conversations {
@@ -672,6 +693,7 @@ impl Conversations {
                     max_message_bytes: conversations.max_message_bytes,
                     endpoints,
                     resumable: matches!(&conversation, Conversation::Header(id) if !id.is_empty()),
+                    secrets: conversations.secrets.clone(),
                 };
                 let response = mcp_exchange::exchange(request, http, &origin, how).await;
                 if ended {

@@ -33,6 +33,9 @@ pub struct Exchange {
     /// Whether a dropped answer stream can be resumed (a conversation with a session id):
     /// then its unanswered requests still wait when the stream ends.
     pub resumable: bool,
+    /// The session's placeholders: put in where this server is a secret's destination,
+    /// refused otherwise.
+    pub secrets: Option<Arc<super::brokered::SecretsGuard>>,
 }
 
 /// Answers one request of the client; `http` is the conversation it belongs to.
@@ -60,8 +63,12 @@ async fn forward(
         max_message_bytes,
         endpoints,
         resumable,
+        secrets,
     } = how;
     let (mut head, body) = request.into_parts();
+    if let Some(secrets) = &secrets {
+        secrets.head(&mut head)?;
+    }
     let body = Limited::new(body, max_message_bytes)
         .collect()
         .await
@@ -83,7 +90,11 @@ async fn forward(
                     http: Arc::clone(http),
                     posted: Some(posted),
                 });
-                body
+                // After the guard, which judged the message as the agent wrote it.
+                match &secrets {
+                    Some(secrets) => secrets.body(&body)?.body.map_or(body, Bytes::from),
+                    None => body,
+                }
             }
             ClientAction::Answer(json) => return Ok(json_response(StatusCode::OK, json.into())),
             ClientAction::Accepted => {
@@ -130,6 +141,9 @@ async fn forward(
         )
     })?;
     let (mut head, body) = response.into_parts();
+    if let Some(secrets) = &secrets {
+        secrets.scrub(&mut head.headers);
+    }
     let kind = content_type(&head.headers);
     if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
         // Acknowledgements carry nothing; errors may carry a JSON-RPC error, which is the
