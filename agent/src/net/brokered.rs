@@ -10,11 +10,8 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde_json::json;
 
 use super::origin::Origin;
-use crate::audit::{Action, Event, EventKind};
-use crate::config::Severity;
 use crate::engine::{Engine, Session};
 use crate::proxy::encoding::{self, Coding};
 use crate::proxy::{ResponseBody, full, whole_request};
@@ -67,24 +64,9 @@ impl SecretsGuard {
     }
 
     fn refuse(&self, refused: &Refused) -> (StatusCode, String) {
-        self.engine.record(
-            &self.session,
-            Event::new(
-                EventKind::SecretRefused,
-                &refused.host,
-                Action::Block,
-                format!("request refused: {refused}"),
-            )
-            .rule("secrets")
-            .severity(Severity::High)
-            .details(json!({
-                "secret": refused.secret,
-                "destination": format!("{}:{}", self.host, self.port),
-                "place": refused.place.to_string(),
-                "encoding": refused.encoding.as_str(),
-                "allowed": refused.allowed,
-            })),
-        );
+        let destination = format!("{}:{}", self.host, self.port);
+        self.engine
+            .record(&self.session, refused.event(&destination));
         (StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
     }
 }

@@ -80,28 +80,14 @@ impl Proxy {
                 }
                 Ok(())
             }
-            Err(refused) => Err(self.refuse(record, &refused)),
+            Err(refused) => Err(refuse(record, &refused)),
         }
-    }
-
-    /// The body, decoded: keys put in where configured, other secrets' placeholders redacted
-    /// from the conversation (or refused when hidden in an encoding).
-    pub(super) fn broker_body(
-        &self,
-        secrets: &SessionSecrets,
-        to: &Destination,
-        body: Bytes,
-        record: &mut Record,
-    ) -> Result<Bytes, Refusal> {
-        conversation_body(secrets, to, body, record)
-    }
-
-    fn refuse(&self, record: &mut Record, refused: &Refused) -> Refusal {
-        refuse(record, refused)
     }
 }
 
-/// A body (or WebSocket message) on its way to an LLM provider: see [`Proxy::broker_body`].
+/// A body (or WebSocket message) on its way to an LLM provider, decoded: keys put in where
+/// configured, other secrets' placeholders redacted from the conversation (or refused when
+/// hidden in an encoding).
 pub(super) fn conversation_body(
     secrets: &SessionSecrets,
     to: &Destination,
@@ -147,25 +133,9 @@ pub(super) fn conversation_body(
 }
 
 fn refuse(record: &mut Record, refused: &Refused) -> Refusal {
-    record.engine().record(
-        record.session(),
-        Event::new(
-            EventKind::SecretRefused,
-            &refused.host,
-            Action::Block,
-            format!("request refused: {refused}"),
-        )
-        .rule("secrets")
-        .severity(Severity::High)
-        .details(json!({
-            "request_id": record.request_id,
-            "secret": refused.secret,
-            "destination": refused.host,
-            "place": refused.place.to_string(),
-            "encoding": refused.encoding.as_str(),
-            "allowed": refused.allowed,
-        })),
-    );
+    let mut event = refused.event(&refused.host);
+    event.details["request_id"] = json!(record.request_id);
+    record.engine().record(record.session(), event);
     Refusal::new(StatusCode::FORBIDDEN, format!("[agentsh] {refused}"))
 }
 

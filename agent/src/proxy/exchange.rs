@@ -173,7 +173,9 @@ impl Proxy {
             // After the capture and the DLP: stored bodies keep the placeholder, and the key
             // is not taken for a leak.
             let body = match (&secrets, &destination) {
-                (Some(secrets), Some(to)) => self.broker_body(secrets, to, body, record)?,
+                (Some(secrets), Some(to)) => {
+                    super::brokered::conversation_body(secrets, to, body, record)?
+                }
                 _ => body,
             };
             (whole_request(body), read, Some(held))

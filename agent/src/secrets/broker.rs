@@ -77,6 +77,28 @@ impl std::fmt::Display for Refused {
     }
 }
 
+impl Refused {
+    /// The `secret_refused` event every path records for it; `destination` as that path
+    /// names where the request was going.
+    pub fn event(&self, destination: &str) -> crate::audit::Event {
+        crate::audit::Event::new(
+            crate::audit::EventKind::SecretRefused,
+            &self.host,
+            crate::audit::Action::Block,
+            format!("request refused: {self}"),
+        )
+        .rule("secrets")
+        .severity(crate::config::Severity::High)
+        .details(serde_json::json!({
+            "secret": self.secret,
+            "destination": destination,
+            "place": self.place.to_string(),
+            "encoding": self.encoding.as_str(),
+            "allowed": self.allowed,
+        }))
+    }
+}
+
 /// What to do with another secret's placeholder in a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Foreign {
