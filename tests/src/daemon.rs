@@ -162,6 +162,31 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no session {name} in {}", out.stdout))
     }
 
+    /// Until `session`'s end is in the trail (it is recorded after `agentshctl run` returns),
+    /// with the checkpoint that closes it when the trail is chained.
+    pub fn wait_for_session_end(&self, session: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let events = self.json_lines(&["export", "--session", session]);
+            let ended = events.iter().find(|e| e["event"] == "session_ended");
+            let closed = |ended: &Value| {
+                ended.get("chain").is_none()
+                    || events.iter().any(|e| {
+                        e["event"] == "audit_checkpoint" && e["details"]["reason"] == "session_end"
+                    })
+            };
+            if ended.is_some_and(closed) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "session {session} never ended and closed; agentshd said:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The JSON lines `agentshctl ARGS` prints (it must succeed).
     pub fn json_lines(&self, args: &[&str]) -> Vec<Value> {
         let out = self.ctl(args);

@@ -2,7 +2,7 @@
 //! store and its exports (`agentshctl export`, `run --events`), and every kind of tampering
 //! found where it is. Needs root (cgroup sessions).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentsh::api::Client;
 use agentsh::api::protocol::{RecordArgs, ops};
@@ -18,22 +18,6 @@ fn verify(daemon: &Daemon, args: &[&str]) -> (Option<i32>, String) {
     all.extend_from_slice(args);
     let out: Output = daemon.ctl(&all);
     (out.status.code(), format!("{}{}", out.stdout, out.stderr))
-}
-
-fn wait_for_end(daemon: &Daemon, session: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !daemon
-        .json_lines(&["export", "--session", session])
-        .iter()
-        .any(|e| e["event"] == "audit_checkpoint" && e["details"]["reason"] == "session_end")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "session {session} never closed; agentshd said:\n{}",
-            daemon.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn write_lines(path: &std::path::Path, lines: &[String]) {
@@ -61,7 +45,7 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     );
     assert!(out.status.success(), "{}", out.stderr);
     let session = daemon.session_id("work");
-    wait_for_end(&daemon, &session);
+    daemon.wait_for_session_end(&session);
     let mut client = Client::connect(&daemon.socket).expect("the control socket");
     for i in 0..40 {
         let event = Event::new(
@@ -93,6 +77,18 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     assert!(said.contains("OK"), "{said}");
     let (code, said) = verify(&daemon, &["--session", &session, "--complete"]);
     assert_eq!(code, Some(0), "{said}");
+    // (An administrator's check of one session is the whole trail's, and the session's.)
+    assert!(
+        said.contains(&format!("audit trail, and session {session} in it")),
+        "{said}"
+    );
+    // A session the trail does not hold: nothing to verify, said so (not "OK").
+    let (code, said) = verify(&daemon, &["--session", "no-such-session"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("no record of session no-such-session"),
+        "{said}"
+    );
 
     // `run --events` and `export` verify offline, with the key alone (no daemon to ask).
     let offline = |args: &[&str]| {
@@ -112,6 +108,10 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     let events = events_file.to_str().unwrap();
     let (code, said) = offline(&["--key", &key, "--session", &session, "--complete", events]);
     assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("checked as one session's records only"),
+        "{said}"
+    );
     let (code, said) = offline(&[events]);
     assert_eq!(code, Some(2), "no key, no daemon: {said}");
     assert!(said.contains("--key"), "{said}");
@@ -131,6 +131,10 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
         text.stdout
     );
 
+    // The head, kept elsewhere before the export: an anchor for later checks.
+    let head = daemon.ctl(&["audit", "head"]);
+    assert!(head.status.success(), "{}", head.stderr);
+    let head = head.stdout.trim().to_owned();
     let export = daemon.ctl(&["export"]);
     assert!(export.status.success(), "{}", export.stderr);
     let lines: Vec<String> = export.stdout.lines().map(str::to_owned).collect();
@@ -140,6 +144,28 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     write_lines(&file, &lines);
     let (code, said) = offline(&["--key", &key, name]);
     assert_eq!(code, Some(0), "{said}");
+    let closing_anchor = format!(
+        "{}:{}",
+        closing["seq"],
+        closing["hash"].as_str().unwrap_or_default()
+    );
+    let (code, said) = offline(&[
+        "--key",
+        &key,
+        "--expect",
+        &head,
+        "--expect",
+        &closing_anchor,
+        "--session",
+        &session,
+        name,
+    ]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("2 of 2 anchor(s) found")
+            && said.contains(&format!("audit trail, and session {session} in it")),
+        "{said}"
+    );
 
     // One word edited: a recorded call's verdict.
     let at = call_line(&lines, 19);
@@ -152,6 +178,17 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     let line = at + 1;
     assert!(
         said.contains(&format!("{name}:{line} (#{line}): edited")),
+        "{said}"
+    );
+
+    // A key put in twice: parsers keep the last (the hash still matches), readers differ.
+    let mut doubled = lines.clone();
+    doubled[at] = doubled[at].replacen('{', "{\"action\":\"block\",", 1);
+    write_lines(&file, &doubled);
+    let (code, said) = offline(&["--key", &key, name]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains(&format!("{name}:{line}: unreadable")) && said.contains("twice"),
         "{said}"
     );
 
@@ -195,12 +232,30 @@ fn the_trail_verifies_and_every_tampering_is_found_where_it_is() {
     let (code, said) = offline(&["--key", &key, "--complete", name]);
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("not signed"), "{said}");
+    // Cut back to an earlier checkpoint: signed and complete, so only the anchor kept
+    // elsewhere shows it.
+    let earlier = (1..cut)
+        .rev()
+        .find(|&i| is_checkpoint(&lines[i]) && !is_checkpoint(&lines[i - 1]))
+        .expect("an earlier checkpoint");
+    write_lines(&file, &lines[..=earlier]);
+    let (code, said) = offline(&["--key", &key, "--complete", name]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = offline(&["--key", &key, "--complete", "--expect", &head, name]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains(&format!("{name}:{}", earlier + 1)) && said.contains("cut short"),
+        "{said}"
+    );
 
     // In the store itself: agentshd down, a record edited and one deleted in events.redb.
     let victim = call_line(&lines, 14) as u64 + 1;
     daemon.kill9();
     {
-        let db = redb::Database::create(find_events_db(dir.path())).unwrap();
+        let db = redb::Database::create(
+            agentsh_tests::files::find_file(dir.path(), "events.redb").expect("events.redb"),
+        )
+        .unwrap();
         let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("events");
         let txn = db.begin_write().unwrap();
         {
@@ -231,21 +286,4 @@ fn call_line(lines: &[String], from: usize) -> usize {
     (from..lines.len())
         .find(|&i| lines[i].contains("\"reason\":\"call "))
         .expect("a recorded call")
-}
-
-/// Where the daemon keeps events.redb under the test's directory.
-fn find_events_db(dir: &std::path::Path) -> std::path::PathBuf {
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.file_name().is_some_and(|n| n == "events.redb") {
-                return path;
-            }
-            if path.is_dir() {
-                stack.push(path);
-            }
-        }
-    }
-    panic!("no events.redb under {}", dir.display());
 }

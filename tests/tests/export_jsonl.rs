@@ -21,19 +21,6 @@ fn seqs(lines: &[Value]) -> Vec<u64> {
         .collect()
 }
 
-/// Until the session's end is in the trail: it is recorded after `agentshctl run` returns.
-fn wait_for_end(daemon: &Daemon, session: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !daemon
-        .json_lines(&["mcp", "events", "--session", session, "--json"])
-        .iter()
-        .any(|e| e["event"] == "session_ended")
-    {
-        assert!(Instant::now() < deadline, "session {session} never ended");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn the_trail_exports_once_in_order_resumes_and_follows() {
     if skip_unless_root() {
@@ -44,7 +31,7 @@ fn the_trail_exports_once_in_order_resumes_and_follows() {
     let out = daemon.run_session("first", "true");
     assert!(out.status.success(), "{}", out.stderr);
     let first = daemon.session_id("first");
-    wait_for_end(&daemon, &first);
+    daemon.wait_for_session_end(&first);
     // More events than one page (500) holds, recorded the way a shim records them.
     let mut client = Client::connect(&daemon.socket).unwrap();
     for i in 0..1200 {
@@ -89,7 +76,7 @@ fn the_trail_exports_once_in_order_resumes_and_follows() {
     let out = daemon.run_session("second", "true");
     assert!(out.status.success(), "{}", out.stderr);
     let second = daemon.session_id("second");
-    wait_for_end(&daemon, &second);
+    daemon.wait_for_session_end(&second);
     let new = daemon.json_lines(&["export", "--cursor", cursor_arg]);
     assert!(!new.is_empty());
     assert_eq!(

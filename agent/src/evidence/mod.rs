@@ -12,11 +12,13 @@
 //!   cut-off tail shows against the last signature.
 //!
 //! [`verify`] reads a trail (a JSONL export, the store's records) and reports every problem
-//! with its position. This module does no I/O except the key file.
+//! with its position; [`parse_record`] reads a record for it, refusing JSON that reads two ways
+//! (a key twice in one object). This module does no I/O except the key file.
 
 mod canonical;
 mod chain;
 mod checkpoint;
+mod strict;
 mod verify;
 
 #[cfg(test)]
@@ -29,7 +31,8 @@ pub use chain::{CHAIN_KEY, Chain, ChainFields, EVENT_DOMAIN, ZERO_HASH, compute_
 pub use checkpoint::{
     CHECKPOINT_DOMAIN, CHECKPOINT_KIND, Checkpoint, CheckpointReason, Signer, verify_checkpoint,
 };
-pub use verify::{Problem, ProblemKind, Report, verify};
+pub use strict::parse_record;
+pub use verify::{Anchor, Options, Problem, ProblemKind, Report, Scope, verify, verify_with};
 
 /// What can go wrong reading keys, records and checkpoints.
 #[derive(Debug, thiserror::Error)]

@@ -492,9 +492,143 @@ fn a_trail_after_retention_verifies() {
     assert!(report.is_ok(), "{:?}", report.problems);
     assert_eq!(report.first_seq, Some(16));
     assert_eq!(report.unsigned_tail, 0);
+    // Session "a" lost its first records to retention: in the whole trail that is the gap
+    // retention signed; in a's records alone nothing can say whose deletion it was.
+    let report = check_scoped(&records, Scope::Session("a"), &[]);
+    assert!(report.is_ok(), "{:?}", report.problems);
     let a = session_records(&records, "a");
     let report = check(&a, Some(&pubkey()), Some("a"));
+    assert!(
+        matches!(
+            problems(&report).as_slice(),
+            [(1, Some(_), ProblemKind::StartsMidTrail)]
+        ),
+        "{:?}",
+        report.problems
+    );
+}
+
+fn check_scoped(records: &[Value], scope: Scope<'_>, anchors: &[Anchor]) -> Report {
+    let key = pubkey();
+    verify_with(
+        records.iter().cloned().map(Ok::<_, String>),
+        &Options {
+            pubkey_hex: Some(&key),
+            scope,
+            anchors,
+        },
+    )
+}
+
+#[test]
+fn a_session_in_the_whole_trail_is_checked_with_it() {
+    let b = build();
+    let report = check_scoped(&b.records, Scope::Session("b"), &[]);
     assert!(report.is_ok(), "{:?}", report.problems);
+    let of_b = b.records.iter().filter(|r| r["session"] == "b").count();
+    assert_eq!(report.session_records, Some(of_b));
+    // One of b's records deleted: the trail's gap, and b's broken link after it.
+    let mut records = b.records.clone();
+    let at = records.iter().position(|r| seq_of(r) == 7).unwrap();
+    records.remove(at);
+    let kinds: Vec<ProblemKind> = check_scoped(&records, Scope::Session("b"), &[])
+        .problems
+        .into_iter()
+        .map(|p| p.kind)
+        .collect();
+    assert!(
+        kinds.contains(&ProblemKind::Missing {
+            expected_seq: 7,
+            found_seq: 8
+        }) && kinds.contains(&ProblemKind::BrokenLink),
+        "{kinds:?}"
+    );
+    // A session the trail does not hold: nothing wrong with the trail, and nothing of it.
+    let report = check_scoped(&b.records, Scope::Session("nobody"), &[]);
+    assert!(report.is_ok());
+    assert_eq!(report.session_records, Some(0));
+    // Without a session the count is not given.
+    assert_eq!(
+        check_scoped(&b.records, Scope::Trail, &[]).session_records,
+        None
+    );
+}
+
+#[test]
+fn an_anchor_catches_a_cut_back_to_an_older_checkpoint() {
+    let b = build();
+    let hash_of = |seq: u64| {
+        ChainFields::of(b.records.iter().find(|r| seq_of(r) == seq).unwrap())
+            .unwrap()
+            .hash
+    };
+    let anchor = Anchor {
+        seq: 50,
+        hash: hash_of(50),
+    };
+    let report = check_scoped(&b.records, Scope::Trail, std::slice::from_ref(&anchor));
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.anchors_matched, 1);
+    // Cut back to the checkpoint at #40: complete and signed, so only the anchor tells.
+    let cut = &b.records[..40];
+    let mut report = check_scoped(cut, Scope::Trail, &[]);
+    report.require_complete();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let report = check_scoped(cut, Scope::Trail, std::slice::from_ref(&anchor));
+    assert_eq!(
+        problems(&report),
+        [(
+            40,
+            Some(40),
+            ProblemKind::Truncated {
+                last_seq: 40,
+                anchor_seq: 50
+            }
+        )]
+    );
+    // The chain rebuilt from #41 on (new records, new hashes): the anchor's record differs.
+    let mut rebuilt = b.records.clone();
+    rebuilt[45]["reason"] = "rewritten".into();
+    reseal(&mut rebuilt, 45);
+    let report = check_scoped(&rebuilt, Scope::Trail, std::slice::from_ref(&anchor));
+    assert!(
+        problems(&report)
+            .iter()
+            .any(|p| p.1 == Some(50) && p.2 == ProblemKind::AnchorMismatch),
+        "{:?}",
+        report.problems
+    );
+    // An anchor in one session's records: its closing checkpoint.
+    let c = session_records(&b.records, "c");
+    let close = Anchor {
+        seq: 35,
+        hash: hash_of(35),
+    };
+    let report = check_scoped(&c, Scope::SessionExport("c"), std::slice::from_ref(&close));
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.anchors_matched, 1);
+}
+
+#[test]
+fn anchors_parse_from_seq_colon_hash() {
+    let hash = "ab".repeat(32);
+    let anchor: Anchor = format!("42:{}", hash.to_uppercase()).parse().unwrap();
+    assert_eq!(
+        anchor,
+        Anchor {
+            seq: 42,
+            hash: hash.clone()
+        }
+    );
+    assert_eq!(anchor.to_string(), format!("42:{hash}"));
+    for bad in [
+        "42",
+        "x:ab",
+        &format!("42:{}", &hash[1..]),
+        &format!("-1:{hash}"),
+    ] {
+        assert!(bad.parse::<Anchor>().is_err(), "{bad}");
+    }
 }
 
 #[test]

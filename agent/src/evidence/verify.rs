@@ -33,15 +33,23 @@
 //! checked, `checkpoints_verified` stays 0 and the tail counts from the last checkpoint whose
 //! head matched.
 //!
-//! With `session`, the input is one session's records (plus, ideally, the checkpoint events):
-//! global seq gaps are expected, so only increasing seqs, `session_prev` links between that
-//! session's records, and `prev`/checkpoint heads between records whose seqs are adjacent are
-//! checked. The session's `session_end` checkpoint signs the hash of its last record
-//! (`session_head`), so a cut-off session tail shows; records after it start a new run of
-//! links. A session whose first record has a `session_prev` is `StartsMidTrail` unless the
-//! input holds a retention checkpoint that deleted something before it. That is weaker than
-//! the global check: it cannot tell retention's deletions from later ones; verify the whole
-//! trail to be sure.
+//! [`Scope`] says what the input is. [`Scope::Session`] checks the whole trail and, on top, one
+//! session in it: `session_prev` links between its records, and its `session_end` checkpoint,
+//! which signs the hash of the session's last record (`session_head`), so a cut-off session
+//! tail shows; records after it start a new run of links. Its first records may be missing
+//! only where the global check accepts the gap (retention's signed runs).
+//!
+//! [`Scope::SessionExport`]: the input is one session's records only (`export --session`,
+//! `run --events`, or what a user may read of the store). Global seq gaps are expected (other
+//! sessions' records), so only increasing seqs, `session_prev` links, and `prev`/checkpoint
+//! heads between records whose seqs are adjacent are checked. That cannot tell retention's
+//! deletions from others: a session whose first record links to an earlier one is
+//! `StartsMidTrail` whatever the input says (verify the whole trail to settle it).
+//!
+//! Anchors ([`Options::anchors`], `audit verify --expect SEQ:HASH`) are record hashes kept
+//! outside the daemon's reach (a CI job's session report names its closing checkpoint's):
+//! the record at that seq must hash to that, and a trail that ends before it was cut
+//! (`Truncated`), even back to an older checkpoint that still verifies.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -75,6 +83,77 @@ pub enum ProblemKind {
     /// Records follow the last verified checkpoint where the trail must be complete
     /// ([`Report::require_complete`]): a cut after them would not show.
     UnsignedTail,
+    /// The trail ends at `last_seq`, before the record an anchor names.
+    Truncated { last_seq: u64, anchor_seq: u64 },
+    /// The record at an anchor's seq does not have the anchor's hash: the trail was rebuilt.
+    AnchorMismatch,
+}
+
+/// What the input holds, and which session to check besides the trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// The whole trail.
+    Trail,
+    /// The whole trail, and this session's own links and closing checkpoint.
+    Session(&'a str),
+    /// Only this session's records (and whatever checkpoints came with them).
+    SessionExport(&'a str),
+}
+
+impl<'a> Scope<'a> {
+    fn session(self) -> Option<&'a str> {
+        match self {
+            Self::Trail => None,
+            Self::Session(id) | Self::SessionExport(id) => Some(id),
+        }
+    }
+
+    /// Whether the input is the whole trail (every seq accounted for).
+    fn whole(self) -> bool {
+        matches!(self, Self::Trail | Self::Session(_))
+    }
+}
+
+/// A record's seq and hash, known from outside the trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub seq: u64,
+    pub hash: String,
+}
+
+impl std::str::FromStr for Anchor {
+    type Err = String;
+
+    /// `SEQ:HASH`, HASH 64 hex digits.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (seq, hash) = text
+            .split_once(':')
+            .ok_or_else(|| format!("{text:?} is not SEQ:HASH"))?;
+        let seq = seq
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?}: {seq:?} is not a sequence number"))?;
+        let hash = hash.trim().to_ascii_lowercase();
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("{text:?}: the hash is not 64 hex digits"));
+        }
+        Ok(Self { seq, hash })
+    }
+}
+
+impl fmt::Display for Anchor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.seq, self.hash)
+    }
+}
+
+/// How to verify.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// The daemon's public key (checkpoint signatures are not checked without it).
+    pub pubkey_hex: Option<&'a str>,
+    pub scope: Scope<'a>,
+    pub anchors: &'a [Anchor],
 }
 
 /// One problem: where, and what.
@@ -121,6 +200,11 @@ pub struct Report {
     pub unchained: usize,
     /// Seqs absent because a trusted retention checkpoint says it deleted them.
     pub retention_deleted: u64,
+    /// With a session to check: how many of its records the input holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_records: Option<usize>,
+    /// Anchors whose record was there and matched.
+    pub anchors_matched: usize,
 }
 
 impl Report {
@@ -153,14 +237,33 @@ impl Report {
 }
 
 /// Checks a trail, oldest record first. `pubkey_hex`: the daemon's public key (checkpoint
-/// signatures are not checked without it). `session`: the input is that session's records only.
-/// See the module documentation for what is checked.
+/// signatures are not checked without it). `session`: the input is that session's records only
+/// ([`Scope::SessionExport`]); without it the whole trail. [`verify_with`] says more.
 pub fn verify<E: fmt::Display>(
     records: impl IntoIterator<Item = Result<Value, E>>,
     pubkey_hex: Option<&str>,
     session: Option<&str>,
 ) -> Report {
-    let mut verifier = Verifier::new(pubkey_hex, session);
+    let scope = match session {
+        Some(id) => Scope::SessionExport(id),
+        None => Scope::Trail,
+    };
+    verify_with(
+        records,
+        &Options {
+            pubkey_hex,
+            scope,
+            anchors: &[],
+        },
+    )
+}
+
+/// Checks a trail as `options` say. See the module documentation for what is checked.
+pub fn verify_with<E: fmt::Display>(
+    records: impl IntoIterator<Item = Result<Value, E>>,
+    options: &Options<'_>,
+) -> Report {
+    let mut verifier = Verifier::new(options);
     for record in records {
         verifier.push(record);
     }
@@ -189,7 +292,10 @@ enum Key {
 
 struct Verifier<'a> {
     key: Key,
+    scope: Scope<'a>,
     session: Option<&'a str>,
+    /// Anchors by seq, each with whether its record was seen.
+    anchors: Vec<(&'a Anchor, bool)>,
     report: Report,
     index: usize,
     last: Option<Link>,
@@ -199,8 +305,8 @@ struct Verifier<'a> {
     session_head: Option<String>,
     /// The first chained record: (index, seq, prev).
     first: Option<(usize, u64, String)>,
-    /// Session mode: whether a record of the session has been seen.
-    session_seen: bool,
+    /// Records of `session` seen.
+    session_seen: usize,
     /// Session mode: the session's first record, when it links to an earlier one.
     session_start: Option<(usize, u64)>,
     /// The `deleted` runs of trusted retention checkpoints.
@@ -213,9 +319,9 @@ struct Verifier<'a> {
 }
 
 impl<'a> Verifier<'a> {
-    fn new(pubkey_hex: Option<&str>, session: Option<&'a str>) -> Self {
+    fn new(options: &Options<'a>) -> Self {
         let mut report = Report::default();
-        let key = match pubkey_hex.map(PublicKey::from_hex) {
+        let key = match options.pubkey_hex.map(PublicKey::from_hex) {
             None => Key::None,
             Some(Ok(key)) => Key::Valid(Box::new(key)),
             Some(Err(e)) => {
@@ -228,16 +334,21 @@ impl<'a> Verifier<'a> {
                 Key::Invalid
             }
         };
+        let mut anchors: Vec<(&Anchor, bool)> =
+            options.anchors.iter().map(|a| (a, false)).collect();
+        anchors.sort_by_key(|(a, _)| a.seq);
         Self {
             key,
-            session,
+            scope: options.scope,
+            session: options.scope.session(),
+            anchors,
             report,
             index: 0,
             last: None,
             unreadable: 0,
             session_head: None,
             first: None,
-            session_seen: false,
+            session_seen: 0,
             session_start: None,
             retention: HashSet::new(),
             chain_start: None,
@@ -291,6 +402,7 @@ impl<'a> Verifier<'a> {
         }
         self.report.first_seq.get_or_insert(seq);
         self.report.last_seq = Some(seq);
+        self.check_anchor(seq, &fields.hash);
 
         let advanced = self.check_sequence(&fields);
         let closes_session = match checkpoint {
@@ -314,6 +426,31 @@ impl<'a> Verifier<'a> {
         }
     }
 
+    /// The record at an anchor's seq must have the anchor's hash (the one it states: an edit
+    /// of its content is reported as such).
+    fn check_anchor(&mut self, seq: u64, hash: &str) {
+        let at = self.anchors.partition_point(|(a, _)| a.seq < seq);
+        let mut mismatch = None;
+        for (anchor, seen) in self.anchors[at..].iter_mut() {
+            if anchor.seq != seq {
+                break;
+            }
+            *seen = true;
+            if anchor.hash == hash {
+                self.report.anchors_matched += 1;
+            } else {
+                mismatch = Some(anchor.hash.clone());
+            }
+        }
+        if let Some(expected) = mismatch {
+            self.problem(
+                Some(seq),
+                ProblemKind::AnchorMismatch,
+                format!("the anchor says #{seq} hashes to {expected}, this one states {hash}"),
+            );
+        }
+    }
+
     fn unreadable(&mut self, detail: String) {
         self.problem(None, ProblemKind::Unparsable, detail);
         self.unreadable += 1;
@@ -324,7 +461,7 @@ impl<'a> Verifier<'a> {
         let seq = fields.seq;
         let Some(last) = &self.last else {
             self.first = Some((self.index, seq, fields.prev.clone()));
-            if self.session.is_none() && seq == 1 && fields.prev != ZERO_HASH {
+            if self.scope.whole() && seq == 1 && fields.prev != ZERO_HASH {
                 self.problem(
                     Some(seq),
                     ProblemKind::BrokenLink,
@@ -358,7 +495,7 @@ impl<'a> Verifier<'a> {
                     format!("prev is not the hash of #{last_seq}"),
                 );
             }
-        } else if self.session.is_none()
+        } else if self.scope.whole()
             && seq > last_seq.saturating_add(1).saturating_add(self.unreadable)
         {
             // (Seqs up to last + 1 + unreadable may belong to the unparsable records between.)
@@ -388,7 +525,7 @@ impl<'a> Verifier<'a> {
     fn check_session_link(&mut self, fields: &ChainFields) {
         match (&self.session_head, &fields.session_prev) {
             (None, None) => {}
-            (None, Some(_)) if !self.session_seen => {
+            (None, Some(_)) if self.session_seen == 0 => {
                 self.session_start = Some((self.index, fields.seq));
             }
             // After its end checkpoint a session's records start afresh.
@@ -405,7 +542,7 @@ impl<'a> Verifier<'a> {
             (Some(_), _) => {}
         }
         self.session_head = Some(fields.hash.clone());
-        self.session_seen = true;
+        self.session_seen += 1;
     }
 
     /// Checks a checkpoint record; whether it is a trusted `session_end` of the session being
@@ -515,7 +652,7 @@ impl<'a> Verifier<'a> {
                 !accepted.contains(&(i - 1))
             });
         }
-        if self.session.is_none() {
+        if self.scope.whole() {
             if let Some((index, seq, prev)) = &self.first
                 && *seq > 1
             {
@@ -558,17 +695,44 @@ impl<'a> Verifier<'a> {
                     ),
                 });
             }
-        } else if let Some((index, seq)) = self.session_start
-            && !self.retention.iter().any(|(from, _)| *from < seq)
-        {
+        }
+        // In the whole trail a session's missing start is a gap the global check judged; in
+        // one session's records nothing can tell retention's deletions from anyone's.
+        if let (Scope::SessionExport(_), Some((index, seq))) = (self.scope, self.session_start) {
             self.report.problems.push(Problem {
                 index,
                 seq: Some(seq),
                 kind: ProblemKind::StartsMidTrail,
-                detail: "the session's earlier records are not there and no retention \
-                         checkpoint says they were deleted"
+                detail: "the session's first records are not in this input (its first record \
+                         here links to an earlier one): verify them in the whole trail"
                     .into(),
             });
+        }
+        if self.session.is_some() {
+            self.report.session_records = Some(self.session_seen);
+        }
+        let last_seq = self.report.last_seq.unwrap_or(0);
+        for (anchor, seen) in &self.anchors {
+            if *seen {
+                continue;
+            }
+            if anchor.seq > last_seq {
+                self.report.problems.push(Problem {
+                    index: self.report.records,
+                    seq: self.report.last_seq,
+                    kind: ProblemKind::Truncated {
+                        last_seq,
+                        anchor_seq: anchor.seq,
+                    },
+                    detail: format!(
+                        "the trail ends at #{last_seq}; the anchor names #{}, so records were cut \
+                         from its end",
+                        anchor.seq
+                    ),
+                });
+            }
+            // An anchor inside the trail but not in it: its absence is a gap, judged above
+            // (retention's, or reported as missing).
         }
         self.report.problems.sort_by_key(|p| p.index);
         self.report.unsigned_tail = self.report.records - self.trusted;

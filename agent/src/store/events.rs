@@ -341,6 +341,12 @@ impl EventLog {
         &self.shared.key_id
     }
 
+    /// The chain's head: the newest record's seq and hash (journaled; committed to redb soon
+    /// after). What `audit head` prints for `audit verify --expect`.
+    pub fn chain_head(&self) -> Option<(u64, String)> {
+        lock(&self.shared.journal).sealer.head()
+    }
+
     /// Up to `limit` stored records after sequence number `after` (of `session` only, with
     /// one), as the bytes redb holds: what `audit verify` checks, untouched by any decoding.
     pub fn raw_records(
@@ -424,22 +430,10 @@ impl EventLog {
     /// Up to `limit` committed events after sequence number `after`, oldest first, with their
     /// numbers: what an exporter reads, a batch at a time, from where it left off.
     pub fn after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Event)>, StoreError> {
-        let shared = &self.shared;
-        let (_txn, events) = shared.read_table(EVENTS, "open events")?;
-        let mut out = Vec::new();
-        let start = after.saturating_add(1);
-        for entry in events
-            .range(start..)
-            .map_err(|e| shared.db_err("range", e))?
-            .take(limit)
-        {
-            let (seq, bytes) = entry.map_err(|e| shared.db_err("read", e))?;
-            out.push((
-                seq.value(),
-                decode(&shared.path, seq.value(), bytes.value())?,
-            ));
-        }
-        Ok(out)
+        self.raw_records(after, limit, None)?
+            .into_iter()
+            .map(|(seq, bytes)| Ok((seq, decode(&self.shared.path, seq, &bytes)?)))
+            .collect()
     }
 
     /// The events matching `query` (its `limit` aside) among the `scan` committed events after

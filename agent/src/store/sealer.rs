@@ -87,6 +87,13 @@ impl Sealer {
         }
     }
 
+    /// The newest sealed record's seq and hash; `None` when the trail is not chained (or holds
+    /// no record yet).
+    pub fn head(&self) -> Option<(u64, String)> {
+        (self.enabled && self.chain.last_seq() > 0)
+            .then(|| (self.chain.last_seq(), self.chain.head().to_owned()))
+    }
+
     /// Seals `event`, and the checkpoints it makes due: its session's end, or the count.
     pub fn event(&mut self, mut event: Event, out: &mut Vec<Sealed>) {
         if !self.enabled {

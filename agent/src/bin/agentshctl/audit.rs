@@ -2,18 +2,25 @@
 //!
 //! - `audit key` prints the daemon's checkpoint public key (keep it somewhere the daemon's
 //!   host cannot rewrite: a CI job's output, a ticket, a config repository).
-//! - `audit verify [--session ID] [FILE]` checks hashes, links, sequence and signed
-//!   checkpoints: of the trail the daemon stores (as stored, byte for byte), or of an exported
-//!   JSON-lines file (`agentshctl export`, `run --events`), offline with `--key` alone.
-//!   Exit 0 intact, 1 problems found (each with its place), 2 could not check.
+//! - `audit head` prints the chain's head as `SEQ:HASH`: an anchor to keep where the daemon's
+//!   host cannot rewrite it, for `audit verify --expect` (a cut back to an older checkpoint
+//!   verifies otherwise).
+//! - `audit verify [--session ID] [--expect SEQ:HASH] [FILE]` checks hashes, links, sequence
+//!   and signed checkpoints: of the trail the daemon stores (as stored, byte for byte), or of
+//!   an exported JSON-lines file (`agentshctl export`, `run --events`), offline with `--key`
+//!   alone. Exit 0 intact, 1 problems found (each with its place), 2 could not check.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agentsh::api::Client;
-use agentsh::api::protocol::{AuditKey, AuditRecords, AuditRecordsArgs, ops};
-use agentsh::evidence::{Problem, ProblemKind, Report, verify};
+use agentsh::api::protocol::{AuditHead, AuditKey, AuditRecords, AuditRecordsArgs, ops};
+use agentsh::api::{ApiError, ClientError, ErrorCode};
+use agentsh::evidence::{
+    Anchor, CHECKPOINT_KIND, Options, Problem, ProblemKind, Report, Scope, parse_record,
+    verify_with,
+};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
@@ -25,6 +32,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The chain's head, `SEQ:HASH`: keep it elsewhere, and `audit verify --expect` it later.
+    Head {
+        /// As JSON: {"seq", "hash"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the trail's hash chain and signed checkpoints: the daemon's store, or FILE.
     Verify(VerifyArgs),
 }
@@ -33,10 +46,17 @@ pub enum Command {
 pub struct VerifyArgs {
     /// An exported trail (JSON lines; `-` for stdin). Without it, the daemon's store.
     file: Option<PathBuf>,
-    /// Only this session's records (its links and its closing checkpoint; gaps between its
-    /// records are other sessions'). A file is filtered to the session's records.
+    /// Also check this session: its own links, its closing checkpoint, and that it is there.
+    /// The whole trail is checked with it where it can be read (the store, for an
+    /// administrator; a full export); one session's records alone (`run --events`, `export
+    /// --session`) are a weaker check, and the report says so.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
+    /// A record's seq and hash known from elsewhere (`audit head`, or a session report's
+    /// closing checkpoint): it must be there with that hash, and a trail that ends before it
+    /// was cut. May be given more than once.
+    #[arg(long, value_name = "SEQ:HASH", value_parser = parse_anchor)]
+    expect: Vec<Anchor>,
     /// The public key to check signatures with: 64 hex digits, or a file holding them. Without
     /// it, the daemon is asked for its key (offline checks of a file need it).
     #[arg(long, value_name = "HEX|FILE")]
@@ -67,8 +87,22 @@ pub fn run(command: &Command, socket: &Path) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Head { json } => {
+            let head: AuditHead =
+                Client::connect(socket)?.call(ops::AUDIT_HEAD, &serde_json::json!({}))?;
+            if *json {
+                println!("{}", serde_json::to_string(&head)?);
+            } else {
+                println!("{}:{}", head.seq, head.hash);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Verify(args) => verify_trail(args, socket),
     }
+}
+
+fn parse_anchor(text: &str) -> Result<Anchor, String> {
+    text.parse()
 }
 
 fn daemon_key(client: &mut Client) -> Result<AuditKey> {
@@ -102,34 +136,104 @@ fn verify_trail(args: &VerifyArgs, socket: &Path) -> Result<ExitCode> {
             key
         }
     };
-    let (records, source) = match &args.file {
+    let session = args.session.as_deref();
+    let (records, source, whole) = match &args.file {
         Some(path) => {
-            let (records, lines) = read_file(path, args.session.as_deref())?;
+            let (records, lines) = read_file(path)?;
+            let whole = session.is_none_or(|id| holds_more_than(&records, id));
             let name = path.display().to_string();
-            (records, Source::File { name, lines })
+            (records, Source::File { name, lines }, whole)
         }
         None => {
             let mut c = match client.take() {
                 Some(c) => c,
                 None => connect()?,
             };
-            (fetch_store(&mut c, args.session.as_deref())?, Source::Store)
+            // The whole trail even for one session, where the caller may read it: the session
+            // index is no part of the chain.
+            match fetch_store(&mut c, None) {
+                Ok(records) => (records, Source::Store, true),
+                Err(err) if session.is_some() && is_forbidden(&err) => {
+                    (fetch_store(&mut c, session)?, Source::Store, false)
+                }
+                Err(err) => return Err(err),
+            }
         }
     };
-    let mut report = verify(records, Some(&key), args.session.as_deref());
+    let scope = match (session, whole) {
+        (None, _) => Scope::Trail,
+        (Some(id), true) => Scope::Session(id),
+        (Some(id), false) => Scope::SessionExport(id),
+    };
+    let records = records
+        .into_iter()
+        .filter(|r| keep_for(r, scope))
+        .collect::<Vec<_>>();
+    let mut report = verify_with(
+        records,
+        &Options {
+            pubkey_hex: Some(&key),
+            scope,
+            anchors: &args.expect,
+        },
+    );
     if args.complete {
         report.require_complete();
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_report(&report, &source, args.session.as_deref());
+        print_report(&report, &source, scope, args.expect.len());
+    }
+    if report.session_records == Some(0) && report.is_ok() {
+        eprintln!(
+            "agentshctl: no record of session {} in the trail: nothing to verify for it",
+            session.unwrap_or_default()
+        );
+        return Ok(ExitCode::from(2));
     }
     Ok(if report.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+fn is_forbidden(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<ClientError>(),
+        Some(ClientError::Api(ApiError {
+            code: ErrorCode::Forbidden,
+            ..
+        }))
+    )
+}
+
+/// Whether `records` hold anything but `session`'s own records and checkpoints: then they are
+/// (meant to be) the whole trail, and are checked as such.
+fn holds_more_than(records: &[Parsed], session: &str) -> bool {
+    records.iter().any(|r| match r {
+        Ok(record) => {
+            record.get("event").and_then(Value::as_str) != Some(CHECKPOINT_KIND)
+                && record.get("session").and_then(Value::as_str) != Some(session)
+        }
+        Err(_) => false,
+    })
+}
+
+/// One session's records are checked with the checkpoints that came with them; the whole
+/// trail, whole.
+fn keep_for(record: &Parsed, scope: Scope<'_>) -> bool {
+    let Scope::SessionExport(session) = scope else {
+        return true;
+    };
+    match record {
+        Ok(record) => {
+            record.get("session").and_then(Value::as_str) == Some(session)
+                || record.get("event").and_then(Value::as_str) == Some(CHECKPOINT_KIND)
+        }
+        Err(_) => true,
+    }
 }
 
 /// 64 hex digits, given or in a file.
@@ -149,9 +253,8 @@ fn read_key(given: &str) -> Result<String> {
 
 type Parsed = std::result::Result<Value, String>;
 
-/// A JSON-lines file's records and their line numbers; with `session`, that session's records
-/// only (and checkpoints, which name no session unless they close it).
-fn read_file(path: &Path, session: Option<&str>) -> Result<(Vec<Parsed>, Vec<usize>)> {
+/// A JSON-lines file's records and their line numbers.
+fn read_file(path: &Path) -> Result<(Vec<Parsed>, Vec<usize>)> {
     let input: Box<dyn Read> = if path == Path::new("-") {
         Box::new(std::io::stdin())
     } else {
@@ -163,14 +266,7 @@ fn read_file(path: &Path, session: Option<&str>) -> Result<(Vec<Parsed>, Vec<usi
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let parsed = serde_json::from_slice::<Value>(&line).map_err(|e| e.to_string());
-        if let (Some(session), Ok(record)) = (session, &parsed)
-            && record.get("session").and_then(Value::as_str) != Some(session)
-            && record.get("event").and_then(Value::as_str)
-                != Some(agentsh::evidence::CHECKPOINT_KIND)
-        {
-            continue;
-        }
+        let parsed = parse_record(&line).map_err(|e| e.to_string());
         records.push(parsed);
         lines.push(n + 1);
     }
@@ -195,16 +291,20 @@ fn fetch_store(client: &mut Client, session: Option<&str>) -> Result<Vec<Parsed>
         out.extend(
             page.records
                 .iter()
-                .map(|r| serde_json::from_str::<Value>(r).map_err(|e| e.to_string())),
+                .map(|r| parse_record(r.as_bytes()).map_err(|e| e.to_string())),
         );
         after = page.next;
     }
 }
 
-fn print_report(report: &Report, source: &Source, session: Option<&str>) {
-    let what = match session {
-        Some(s) => format!("session {s}"),
-        None => "audit trail".to_owned(),
+fn print_report(report: &Report, source: &Source, scope: Scope<'_>, anchors: usize) {
+    let what = match scope {
+        Scope::Trail => "audit trail".to_owned(),
+        Scope::Session(s) => format!(
+            "audit trail, and session {s} in it ({} of its records)",
+            report.session_records.unwrap_or(0)
+        ),
+        Scope::SessionExport(s) => format!("session {s}"),
     };
     let range = match (report.first_seq, report.last_seq) {
         (Some(first), Some(last)) => format!(" (#{first}..#{last})"),
@@ -229,8 +329,26 @@ fn print_report(report: &Report, source: &Source, session: Option<&str>) {
     }
     if report.unsigned_tail > 0 {
         println!(
-            "  {} records after the last verified checkpoint: a cut there would not show",
-            report.unsigned_tail
+            "  {} records after the last verified checkpoint: a cut there would not show{}",
+            report.unsigned_tail,
+            if anchors == 0 {
+                " (unless --expect names a record there)"
+            } else {
+                ""
+            }
+        );
+    }
+    if anchors > 0 {
+        println!(
+            "  {} of {anchors} anchor(s) found with their hash",
+            report.anchors_matched
+        );
+    }
+    if let Scope::SessionExport(_) = scope {
+        println!(
+            "  checked as one session's records only: records of it deleted whole, with no \
+             trace in these, would not show; verify the whole trail (the store, or a full export) \
+             to be sure"
         );
     }
     for problem in &report.problems {
@@ -267,6 +385,8 @@ fn describe(problem: &Problem, source: &Source) -> String {
         ProblemKind::BadSignature => "bad signature".to_owned(),
         ProblemKind::CheckpointMismatch => "checkpoint mismatch".to_owned(),
         ProblemKind::UnsignedTail => "not signed".to_owned(),
+        ProblemKind::Truncated { .. } => "cut short".to_owned(),
+        ProblemKind::AnchorMismatch => "not the anchor's record".to_owned(),
     };
     format!("{place}{seq}: {kind}: {}", problem.detail)
 }

@@ -501,8 +501,8 @@ fn print_report(r: &SessionReport, full: bool) {
     println!("servers   {}", r.servers.len());
     match &r.closing_checkpoint {
         Some(c) => println!(
-            "closed    by signed checkpoint #{} (key {}, record hash {})",
-            c.seq, c.checkpoint.key_id, c.hash
+            "closed    by signed checkpoint #{} (key {}); keep `--expect {}:{}` for `audit verify`",
+            c.seq, c.checkpoint.key_id, c.seq, c.hash
         ),
         None if r.live => {}
         None => {
