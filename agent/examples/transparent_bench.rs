@@ -12,7 +12,12 @@
 //!   request by request, so they share the machine's noise;
 //! - throughput: a 64 MiB SSE stream; small requests from 8 clients at once;
 //! - handshakes/s: new connections, full TLS 1.3 handshakes (no resumption), 4 clients, the
-//!   leaf cache warm.
+//!   leaf cache warm;
+//! - brokered secrets: the same keep-alive requests through agentshd from two sessions, one
+//!   holding a placeholder for ANTHROPIC_API_KEY (agentshd puts the real key in; the upstream
+//!   answers 401 to anything but the real key) and one started with `--no-secrets` (nothing
+//!   brokered: the one the other measurements run in), the sessions taking turns; with the
+//!   small request and with a 256 KiB conversation (what the body scan reads).
 //!
 //! Every body is checked against what the upstream sent. Goals are printed, never asserted.
 //!
@@ -22,6 +27,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -65,6 +71,16 @@ const BULK_CHUNK: usize = 16 << 10;
 const RATE_CLIENTS: usize = 8;
 const HANDSHAKE_CLIENTS: usize = 4;
 const RATE_SECONDS: f64 = 3.0;
+/// Brokered secrets: rounds, and requests per session per round (on one connection, after
+/// `BROKER_WARMUP` not counted), for each request size.
+const BROKER_ROUNDS: usize = 20;
+const BROKER_REQUESTS: usize = 50;
+const BROKER_WARMUP: usize = 3;
+const BROKER_SIZES_KIB: [usize; 2] = [0, 256];
+/// The key the brokering session's placeholder stands for; the upstream takes it or `bench`
+/// (what the other sessions send), nothing else.
+const REAL_KEY: &str = "sk-ant-api03-bench-real-key-0123456789abcdefghijklmnop";
+const PLAIN_KEY: &str = "bench";
 /// The session's client says it is ready within this (agentshctl run, a CA bundle).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -237,14 +253,19 @@ fn orchestrate(args: Vec<String>) -> Result<()> {
     let dir = tempfile::tempdir().context("a temp dir")?;
     let pki = Pki::new(dir.path())?;
     let _upstream = upstream::start(&pki)?;
+    let key_file = dir.path().join("anthropic.key");
+    std::fs::write(&key_file, REAL_KEY)?;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))?;
     let daemon = Agentshd::start(&options.agentshd, "", |_| {
         format!(
             "kernel: {{enforcement: required, listen: \"127.0.0.1:0\", listen6: off, intercept_loopback: [{INTERCEPTED}]}}\n\
              providers: {{anthropic: {{upstream: \"https://{HOST}:{TLS_PORT}\"}}}}\n\
              tls: {{extra_roots: [\"{}\"]}}\n\
-             proxy: {{bodies: {{store: {}}}}}\n",
+             proxy: {{bodies: {{store: {}}}}}\n\
+             secrets: {{ANTHROPIC_API_KEY: {{file: \"{}\"}}}}\n",
             pki.ca.display(),
-            options.store_bodies
+            options.store_bodies,
+            key_file.display()
         )
     })?;
     ensure!(
@@ -253,9 +274,11 @@ fn orchestrate(args: Vec<String>) -> Result<()> {
         daemon.ready
     );
     let mitm = Mitmproxy::start(&options.mitmdump, dir.path(), &pki)?;
-    let mut session = Session::start(&options, &daemon, &pki, &mitm)?;
-    let results = measure(&mut session);
+    let mut session = Session::start(&options, &daemon, &pki, &mitm, Secrets::Declined)?;
+    let mut brokering = Session::start(&options, &daemon, &pki, &mitm, Secrets::Held)?;
+    let results = measure(&mut session, &mut brokering);
     drop(session);
+    drop(brokering);
     if results.is_err() {
         // What agentshd said last explains a failure.
         let log = daemon.log();
@@ -380,6 +403,15 @@ impl Drop for Mitmproxy {
     }
 }
 
+/// Whether a session holds the daemon's brokered secret.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Secrets {
+    /// `run --no-secrets`: nothing brokered, the key sent as the client has it.
+    Declined,
+    /// A placeholder in ANTHROPIC_API_KEY, the real key put in by agentshd.
+    Held,
+}
+
 /// The bench's client in an `agentshctl run` session, driven by JSON lines on its stdin.
 struct Session {
     child: Child,
@@ -388,12 +420,24 @@ struct Session {
 }
 
 impl Session {
-    fn start(options: &Options, daemon: &Agentshd, pki: &Pki, mitm: &Mitmproxy) -> Result<Self> {
+    fn start(
+        options: &Options,
+        daemon: &Agentshd,
+        pki: &Pki,
+        mitm: &Mitmproxy,
+        secrets: Secrets,
+    ) -> Result<Self> {
         let me = std::env::current_exe()?;
-        let mut child = Command::new(&options.agentshctl)
-            .arg("--socket")
-            .arg(daemon.socket())
-            .args(["run", "--name", "transparent-bench", "--"])
+        let mut command = Command::new(&options.agentshctl);
+        command.arg("--socket").arg(daemon.socket()).arg("run");
+        match secrets {
+            Secrets::Declined => command.args(["--name", "transparent-bench", "--no-secrets"]),
+            Secrets::Held => command.args(["--name", "transparent-bench-brokered"]),
+        };
+        let mut child = command
+            // Whatever the caller holds is not the bench's key.
+            .env_remove("ANTHROPIC_API_KEY")
+            .arg("--")
             .arg(me)
             .arg("client")
             .arg(mitm.port.to_string())
@@ -413,6 +457,16 @@ impl Session {
         };
         let ready = session.reply(CLIENT_TIMEOUT)?;
         ensure!(ready["ready"] == true, "the session's client said {ready}");
+        let key = ready["key"].as_str().unwrap_or_default();
+        match secrets {
+            Secrets::Declined => {
+                ensure!(key == PLAIN_KEY, "a session without secrets holds {key:?}")
+            }
+            Secrets::Held => ensure!(
+                key.starts_with("agentsh-placeholder-"),
+                "the brokering session holds no placeholder but {key:?}"
+            ),
+        }
         Ok(session)
     }
 
@@ -486,9 +540,11 @@ struct Results {
     /// Connect to first byte on a port no target uses: server first (direct, agentshd), client
     /// first (direct, agentshd).
     first_byte: [Vec<Duration>; 4],
+    /// Through agentshd, per request size (`BROKER_SIZES_KIB`): [no secrets, key brokered].
+    brokered: Vec<[Vec<Duration>; 2]>,
 }
 
-fn measure(session: &mut Session) -> Result<Results> {
+fn measure(session: &mut Session, brokering: &mut Session) -> Result<Results> {
     let passed = SocketAddr::from((DIRECT, SINK_PORT));
     let redirected = SocketAddr::from((INTERCEPTED, SINK_PORT));
     let mut connect: [Vec<Duration>; 3] = Default::default();
@@ -549,6 +605,26 @@ fn measure(session: &mut Session) -> Result<Results> {
             first_byte[i].extend(durations(&reply["ns"])?);
         }
     }
+    eprintln!("transparent_bench: brokered secrets");
+    let mut brokered = Vec::new();
+    for kib in BROKER_SIZES_KIB {
+        let mut samples: [Vec<Duration>; 2] = Default::default();
+        for round in 0..BROKER_ROUNDS {
+            // The sessions take turns, the first one alternating.
+            for k in 0..2 {
+                let at = (round + k) % 2;
+                let who = if at == 0 {
+                    &mut *session
+                } else {
+                    &mut *brokering
+                };
+                let reply = who.ask(json!({"command": "latency_way", "way": "agentshd",
+                    "n": BROKER_REQUESTS, "warmup": BROKER_WARMUP, "pad_kib": kib}))?;
+                samples[at].extend(durations(&reply["ns"])?);
+            }
+        }
+        brokered.push(samples);
+    }
     Ok(Results {
         connect,
         latency,
@@ -556,6 +632,7 @@ fn measure(session: &mut Session) -> Result<Results> {
         rate,
         handshakes,
         first_byte,
+        brokered,
     })
 }
 
@@ -691,6 +768,27 @@ fn print_report(results: &Results, mitm_version: &str, store_bodies: bool) {
         first[1].p50 - first[0].p50,
         first[3].p50 - first[2].p50
     );
+    println!();
+    println!(
+        "Brokered secrets: keep-alive requests through agentshd, µs ({} each, two sessions taking turns)",
+        BROKER_ROUNDS * BROKER_REQUESTS
+    );
+    println!("                                           p50      p99     max");
+    for (kib, samples) in BROKER_SIZES_KIB.iter().zip(&results.brokered) {
+        let size = if *kib == 0 {
+            "small request".to_owned()
+        } else {
+            format!("{kib} KiB conversation")
+        };
+        let s = samples.each_ref().map(|s| stats(s));
+        println!("  {:<38} {}", format!("{size}, no secrets"), row(&s[0]));
+        println!("  {:<38} {}", format!("{size}, key brokered"), row(&s[1]));
+        println!(
+            "    added by brokering: {:+.0} µs at p50, {:+.0} µs at p99",
+            s[1].p50 - s[0].p50,
+            s[1].p99 - s[0].p99
+        );
+    }
 }
 
 /// Connect, say something when the client speaks first, and wait for the first byte back.
@@ -907,6 +1005,19 @@ mod upstream {
             .headers()
             .get("x-bench-shape")
             .is_some_and(|v| v == "bulk");
+        // The sessions' key, or the real one agentshd put in for a placeholder: nothing else.
+        let key = request.headers().get("x-api-key").cloned();
+        if !key.is_some_and(|k| k == super::PLAIN_KEY || k == super::REAL_KEY) {
+            let response =
+                Response::builder()
+                    .status(401)
+                    .body(Either::Left(Full::new(Bytes::from_static(
+                        b"not the bench's key (a placeholder not brokered?)",
+                    ))));
+            return Ok(
+                response.unwrap_or_else(|_| Response::new(Either::Left(Full::new(Bytes::new()))))
+            );
+        }
         // The request is read whole, as a provider does.
         let _ = request.into_body().collect().await;
         let response = if bulk {
@@ -969,14 +1080,17 @@ mod client {
             "no SSL_CERT_FILE: not in an agentshctl run session with kernel enforcement",
         )?;
         roots.push(bundle.into());
+        // A brokering session's placeholder, or the key every other session sends.
+        let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_else(|_| super::PLAIN_KEY.into());
         let client = Client {
             tls: tls_config(&roots)?,
             mitm_port,
             small: small_answer(),
             bulk_len: bulk_answer().len(),
+            key,
         };
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", json!({"ready": true}))?;
+        writeln!(out, "{}", json!({"ready": true, "key": client.key}))?;
         out.flush()?;
         for line in std::io::stdin().lock().lines() {
             let line = line.context("read a command")?;
@@ -1014,6 +1128,8 @@ mod client {
         mitm_port: u16,
         small: Vec<u8>,
         bulk_len: usize,
+        /// What goes in `x-api-key`.
+        key: String,
     }
 
     impl Client {
@@ -1055,6 +1171,9 @@ mod client {
                     Ok(json!({"ns": nanos(&samples)}))
                 }
                 "latency" => self.latency(number("n")?),
+                "latency_way" => {
+                    self.latency_way(way()?, number("n")?, number("warmup")?, number("pad_kib")?)
+                }
                 "bulk" => self.bulk(way()?),
                 "rate" => self.rate(way()?, number("clients")?, seconds(command)?),
                 "handshakes" => self.handshakes(way()?, number("clients")?, seconds(command)?),
@@ -1063,8 +1182,31 @@ mod client {
         }
 
         fn connect(&self, way: Way) -> Result<Connection> {
-            Connection::open(self.addr(way), &self.tls)
+            Connection::open(self.addr(way), &self.tls, &self.key)
                 .with_context(|| format!("a TLS connection {}", way.name()))
+        }
+
+        /// Small answers to requests carrying `pad_kib` KiB more of conversation, on one new
+        /// keep-alive connection; the first `warmup` not counted.
+        fn latency_way(&self, way: Way, n: usize, warmup: usize, pad_kib: usize) -> Result<Value> {
+            let mut connection = self.connect(way)?;
+            let body = super::request_body_padded(false, pad_kib << 10);
+            let mut samples = Vec::with_capacity(n);
+            for i in 0..n + warmup {
+                let start = Instant::now();
+                let (status, response) = connection.send(&body, "small", true)?;
+                let took = start.elapsed();
+                ensure!(
+                    status == 200 && response.body == self.small,
+                    "{}: status {status}: {}",
+                    way.name(),
+                    String::from_utf8_lossy(&response.body)
+                );
+                if i >= warmup {
+                    samples.push(took);
+                }
+            }
+            Ok(json!({"ns": nanos(&samples)}))
         }
 
         /// Small requests on one keep-alive connection per path, the paths taking turns.
@@ -1178,11 +1320,12 @@ mod client {
     struct Connection {
         tls: StreamOwned<ClientConnection, TcpStream>,
         buf: Vec<u8>,
+        key: String,
     }
 
     impl Connection {
         /// A TCP connection to `addr` and a completed TLS handshake for `HOST`.
-        fn open(addr: SocketAddr, config: &Arc<ClientConfig>) -> Result<Self> {
+        fn open(addr: SocketAddr, config: &Arc<ClientConfig>, key: &str) -> Result<Self> {
             let mut tcp = TcpStream::connect_timeout(&addr, READ_TIMEOUT)
                 .with_context(|| format!("connect {addr}"))?;
             tcp.set_nodelay(true)?;
@@ -1196,6 +1339,7 @@ mod client {
             Ok(Self {
                 tls: StreamOwned::new(tls, tcp),
                 buf: vec![0; 256 << 10],
+                key: key.to_owned(),
             })
         }
 
@@ -1220,10 +1364,15 @@ mod client {
         /// One request for the answer of `shape`; the body is kept when `keep`.
         fn request(&mut self, shape: &str, keep: bool) -> Result<(u16, Response)> {
             let body = super::request_body(shape == "bulk");
+            self.send(&body, shape, keep)
+        }
+
+        fn send(&mut self, body: &str, shape: &str, keep: bool) -> Result<(u16, Response)> {
             let request = format!(
                 "POST /v1/messages HTTP/1.1\r\nhost: {HOST}\r\ncontent-type: application/json\r\n\
-                 x-api-key: bench\r\nanthropic-version: 2023-06-01\r\nx-bench-shape: {shape}\r\n\
+                 x-api-key: {}\r\nanthropic-version: 2023-06-01\r\nx-bench-shape: {shape}\r\n\
                  content-length: {}\r\n\r\n{body}",
+                self.key,
                 body.len()
             );
             let sent = Instant::now();
@@ -1242,7 +1391,29 @@ mod client {
 
 /// The request every path sends (a streamed one for the bulk answer, as SDKs do).
 fn request_body(stream: bool) -> String {
-    json!({"model": "claude-bench", "max_tokens": 1024, "stream": stream,
-        "messages": [{"role": "user", "content": "Read src/main.rs and summarize it."}]})
-    .to_string()
+    request_body_padded(stream, 0)
+}
+
+/// The request with about `pad` bytes of earlier conversation before the question (a file
+/// the agent read, in a tool result).
+fn request_body_padded(stream: bool, pad: usize) -> String {
+    let mut messages = Vec::new();
+    if pad > 0 {
+        let mut file = String::with_capacity(pad + 64);
+        for i in 0.. {
+            if file.len() >= pad {
+                break;
+            }
+            file.push_str(&support::upstream::words(i));
+        }
+        file.truncate(pad);
+        messages.push(json!({"role": "user", "content": "Read src/lib.rs."}));
+        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use",
+            "id": "toolu_read", "name": "mcp__fs__read_file", "input": {"path": "src/lib.rs"}}]}));
+        messages.push(json!({"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": "toolu_read", "content": file}]}));
+    }
+    messages.push(json!({"role": "user", "content": "Read src/main.rs and summarize it."}));
+    json!({"model": "claude-bench", "max_tokens": 1024, "stream": stream, "messages": messages})
+        .to_string()
 }

@@ -123,3 +123,24 @@ fn close(fd: i32) {
         nix::libc::close(fd);
     }
 }
+
+/// An /etc/hosts under `dir` naming each (ip, name), for a mount namespace of a test's own.
+pub fn hosts_file(dir: &Path, names: &[(&str, &str)]) -> PathBuf {
+    let hosts = dir.join("hosts");
+    let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
+    for (ip, name) in names {
+        text.push_str(&format!("{ip} {name}\n"));
+    }
+    std::fs::write(&hosts, text).unwrap();
+    hosts
+}
+
+/// A shell script that runs `command` with /etc/hosts naming each (ip, name), in a mount
+/// namespace of its own.
+pub fn with_hosts(dir: &Path, names: &[(&str, &str)], command: &str) -> String {
+    format!(
+        "exec unshare --mount sh -c 'mount --bind {} /etc/hosts && exec {}'",
+        hosts_file(dir, names).display(),
+        command.replace('\'', r"'\''")
+    )
+}

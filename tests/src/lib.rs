@@ -13,6 +13,7 @@ use serde_json::Value;
 
 pub mod agents;
 pub mod daemon;
+pub mod files;
 pub mod kernel;
 pub mod llm;
 pub mod mcp2;

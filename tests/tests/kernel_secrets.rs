@@ -5,11 +5,9 @@
 //! on loopback addresses in the test's own mount namespace, their certificates from a test CA
 //! agentshd trusts. Needs root (CI runs as root).
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
 use agentsh_tests::daemon::Daemon;
-use agentsh_tests::kernel::can_load_hooks;
+use agentsh_tests::files::private_file;
+use agentsh_tests::kernel::{can_load_hooks, with_hosts};
 use agentsh_tests::llm::{FakeUpstream, TestCa, sdk_command};
 use serde_json::Value;
 
@@ -46,29 +44,6 @@ for line in sys.stdin:
             "real_in_environ": "REAL" in environ})}]})
 "#;
 
-fn secret_file(dir: &Path, name: &str, value: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("{value}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path.display().to_string()
-}
-
-/// A shell script that runs `command` with /etc/hosts naming each (ip, name), in a mount
-/// namespace of its own.
-fn with_hosts(dir: &Path, names: &[(&str, &str)], command: &str) -> String {
-    let hosts = dir.join("hosts");
-    let mut text = String::from("127.0.0.1 localhost\n");
-    for (ip, name) in names {
-        text.push_str(&format!("{ip} {name}\n"));
-    }
-    std::fs::write(&hosts, text).unwrap();
-    format!(
-        "exec unshare --mount sh -c 'mount --bind {} /etc/hosts && exec {}'",
-        hosts.display(),
-        command.replace('\'', r"'\''")
-    )
-}
-
 #[test]
 fn the_kernel_path_puts_the_real_values_in_for_the_agent_and_its_mcp_server() {
     if !can_load_hooks("kernel_secrets") {
@@ -101,8 +76,8 @@ secrets:
         headers: [authorization]
 "#,
         ca.pem.display(),
-        secret_file(secrets_dir.path(), "anthropic.key", ANTHROPIC_KEY),
-        secret_file(secrets_dir.path(), "github.token", GITHUB_TOKEN),
+        private_file(secrets_dir.path(), "anthropic.key", ANTHROPIC_KEY),
+        private_file(secrets_dir.path(), "github.token", GITHUB_TOKEN),
     );
     let daemon = Daemon::start_with(dir.path(), "", &config);
     let server = dir.path().join("github_mini.py");

@@ -35,17 +35,8 @@ fn daemon(dir: &Path, ca: &TestCa, upstream_ip: &str, extra: &str) -> Daemon {
 /// A shell script that runs `command` with /etc/hosts naming `names` at `ip`, in a mount
 /// namespace of its own.
 fn with_hosts(dir: &Path, ip: &str, names: &[&str], command: &str) -> String {
-    let hosts = dir.join("hosts");
-    let mut text = String::from("127.0.0.1 localhost\n");
-    for name in names {
-        text.push_str(&format!("{ip} {name}\n"));
-    }
-    std::fs::write(&hosts, text).unwrap();
-    format!(
-        "exec unshare --mount sh -c 'mount --bind {} /etc/hosts && exec {}'",
-        hosts.display(),
-        command.replace('\'', r"'\''")
-    )
+    let names: Vec<(&str, &str)> = names.iter().map(|name| (ip, *name)).collect();
+    agentsh_tests::kernel::with_hosts(dir, &names, command)
 }
 
 #[test]

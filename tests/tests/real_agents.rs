@@ -196,13 +196,8 @@ fn run(agent: Agent, way: Path_, dir: &Path) -> Ran {
 
 /// An /etc/hosts that names the APIs at `ip`.
 fn hosts_file(dir: &Path, ip: &str) -> PathBuf {
-    let hosts = dir.join("hosts");
-    let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
-    for name in API_HOSTS {
-        text.push_str(&format!("{ip} {name}\n"));
-    }
-    std::fs::write(&hosts, text).unwrap();
-    hosts
+    let names: Vec<(&str, &str)> = API_HOSTS.iter().map(|name| (ip, *name)).collect();
+    agentsh_tests::kernel::hosts_file(dir, &names)
 }
 
 impl Step {

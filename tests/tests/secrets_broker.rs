@@ -4,24 +4,16 @@
 //! else is refused and recorded; the real value is nowhere in the session, the trail or the
 //! stored bodies. Needs root (cgroup sessions).
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use agentsh_tests::daemon::{Daemon, skip_unless_root};
+use agentsh_tests::files::{files_holding, private_file};
 use agentsh_tests::llm::{FakeUpstream, sdk_command};
 use serde_json::Value;
 
 const ANTHROPIC_KEY: &str = "sk-ant-api03-REAL-anthropic-key-do-not-leak-0123456789";
 const OPENAI_KEY: &str = "sk-proj-REAL-openai-key-do-not-leak-abcdefghijklmnop";
 const GITHUB_TOKEN: &str = "ghp_REALgithubTOKENdoNOTleak0123456789abcd";
-
-/// A private file holding `value` (secrets' files must be 0600).
-fn secret_file(dir: &Path, name: &str, value: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("{value}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path.display().to_string()
-}
 
 fn config(secrets_dir: &Path, anthropic: &str, openai: &str) -> String {
     format!(
@@ -41,32 +33,10 @@ secrets:
     destinations:
       - host: api.github.com
 "#,
-        secret_file(secrets_dir, "anthropic.key", ANTHROPIC_KEY),
-        secret_file(secrets_dir, "openai.key", OPENAI_KEY),
-        secret_file(secrets_dir, "github.token", GITHUB_TOKEN),
+        private_file(secrets_dir, "anthropic.key", ANTHROPIC_KEY),
+        private_file(secrets_dir, "openai.key", OPENAI_KEY),
+        private_file(secrets_dir, "github.token", GITHUB_TOKEN),
     )
-}
-
-/// Every file under `dir` that holds `needle`.
-fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)
-                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
-            {
-                found.push(path.display().to_string());
-            }
-        }
-    }
-    found
 }
 
 #[test]
@@ -230,6 +200,61 @@ echo all-done
             .all(|e| e["details"]["secret"] == "OPENAI_API_KEY"
                 || e["details"]["secrets"][0] == "OPENAI_API_KEY"),
         "{refused:#?}"
+    );
+
+    // `run --no-secrets`: no placeholder handed out, nothing brokered: the caller's own key
+    // goes upstream as it was given.
+    let own = sdk_command(
+        r#"--api anthropic --base-url "$ANTHROPIC_BASE_URL" --api-key caller-own-key --scenario anthropic_text"#,
+    );
+    let out = daemon.run_session_with(
+        &["--no-kernel", "--no-secrets"],
+        "declined",
+        &format!(
+            r#"case "${{ANTHROPIC_API_KEY-}}" in agentsh-placeholder-*) exit 31;; esac
+case "${{OPENAI_API_KEY-}}" in agentsh-placeholder-*) exit 32;; esac
+{own} || exit 33
+echo declined-done
+"#
+        ),
+    );
+    assert!(
+        out.status.success() && out.stdout.contains("declined-done"),
+        "exit {:?}\n{}\n{}\nagentshd:\n{}",
+        out.status.code(),
+        out.stdout,
+        out.stderr,
+        daemon.stderr()
+    );
+    assert!(
+        out.stderr
+            .contains("--no-secrets: this session holds none of the brokered secrets"),
+        "{}",
+        out.stderr
+    );
+    let last = upstream
+        .requests()
+        .pop()
+        .expect("the declined session's request");
+    assert!(
+        header(&last, "x-api-key") == "caller-own-key"
+            || header(&last, "authorization") == "Bearer caller-own-key",
+        "{:#}",
+        last["headers"]
+    );
+    let declined = daemon.session_id("declined");
+    let started = daemon.json_lines(&[
+        "mcp",
+        "events",
+        "--session",
+        &declined,
+        "--type",
+        "session_started",
+        "--json",
+    ]);
+    assert_eq!(
+        started[0]["details"]["secrets_declined"], true,
+        "{started:#?}"
     );
 
     // `secrets list` names them, their sources and destinations, never a value; `secrets

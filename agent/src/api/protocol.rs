@@ -132,6 +132,8 @@ pub mod ops {
     pub const AUDIT_KEY: &str = "audit.key";
     /// Stored records as redb holds them, a page at a time: `agentshctl audit verify`.
     pub const AUDIT_RECORDS: &str = "audit.records";
+    /// The chain's head (seq and hash): `agentshctl audit head`, an anchor to keep elsewhere.
+    pub const AUDIT_HEAD: &str = "audit.head";
     /// The brokered secrets: names, sources, destinations (never values).
     pub const SECRETS_LIST: &str = "secrets.list";
     /// One brokered secret put through the broker in the daemon: `agentshctl secrets test`.
@@ -280,6 +282,10 @@ pub struct SessionCreateArgs {
     /// trusts no session CA, whatever the kernel does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_kernel: bool,
+    /// `run --no-secrets`: the session holds no placeholders (the daemon's brokered secrets are
+    /// neither handed out nor brokered for it; the caller's environment is left as it is).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_secrets: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -443,6 +449,13 @@ pub struct AuditKey {
     pub public_key: String,
     /// What checkpoints name it by.
     pub key_id: String,
+}
+
+/// The newest record of the chain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditHead {
+    pub seq: u64,
+    pub hash: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

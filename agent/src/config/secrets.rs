@@ -135,7 +135,10 @@ pub fn provider_destinations(name: &str, proxy: &ProxyConfig) -> Option<Vec<Secr
             &[],
         )),
         "ANTHROPIC_AUTH_TOKEN" => one(at(&proxy.anthropic_upstream, &["authorization"], &[])),
-        "OPENAI_API_KEY" => one(at(&proxy.openai_upstream, &["authorization"], &[])),
+        // Codex CLI sends its key from CODEX_API_KEY (and only from it, in `codex exec`).
+        "OPENAI_API_KEY" | "CODEX_API_KEY" => {
+            one(at(&proxy.openai_upstream, &["authorization"], &[]))
+        }
         "GEMINI_API_KEY" | "GOOGLE_API_KEY" => {
             one(at(&proxy.google_upstream, &["x-goog-api-key"], &["key"]))
         }

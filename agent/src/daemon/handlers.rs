@@ -9,11 +9,12 @@ use serde_json::value::RawValue;
 use super::peer::unmanaged_session;
 use super::{Daemon, Peer, report};
 use crate::api::protocol::{
-    ApiError, ApproveArgs, Approved, AuditKey, AuditRecords, AuditRecordsArgs, BinaryArgs,
-    CustomServerSetting, ErrorCode, EventsArgs, EventsPageArgs, Generated, Hello, InstructionsArgs,
-    Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry, PinsArgs, RawRequest,
-    RecordArgs, Role, SecretArgs, ServerArgs, ServerRequestArgs, ServerSetupArgs, SessionArgs,
-    SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef, ToolsListedArgs, ops,
+    ApiError, ApproveArgs, Approved, AuditHead, AuditKey, AuditRecords, AuditRecordsArgs,
+    BinaryArgs, CustomServerSetting, ErrorCode, EventsArgs, EventsPageArgs, Generated, Hello,
+    InstructionsArgs, Notice, NoticeKind, OutputArgs, PROTOCOL_VERSION, PinDiff, PinEntry,
+    PinsArgs, RawRequest, RecordArgs, Role, SecretArgs, ServerArgs, ServerRequestArgs,
+    ServerSetupArgs, SessionArgs, SessionCreateArgs, SessionCreated, ToolCallArgs, ToolRef,
+    ToolsListedArgs, ops,
 };
 use crate::audit::{Action, Event, EventKind};
 use crate::engine::Rules;
@@ -281,6 +282,12 @@ fn dispatch(daemon: &Daemon, peer: &Peer, request: &RawRequest) -> Answer {
             public_key: daemon.log.public_key_hex().to_owned(),
             key_id: daemon.log.key_id().to_owned(),
         }),
+        ops::AUDIT_HEAD => match daemon.log.chain_head() {
+            Some((seq, hash)) => ok(&AuditHead { seq, hash }),
+            None => Err(internal(
+                "the trail has no chained record (tamper evidence is off, or nothing was recorded)",
+            )),
+        },
         ops::AUDIT_RECORDS => {
             let a: AuditRecordsArgs = args(raw)?;
             match (&a.session, peer.role) {
@@ -606,7 +613,11 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             }
         },
     };
-    let handout = super::secrets::hand_out(daemon, &placement, a.no_kernel);
+    let handout = if a.no_secrets {
+        super::secrets::declined(daemon)
+    } else {
+        super::secrets::hand_out(daemon, &placement, a.no_kernel)
+    };
     record.placeholders = handout.placeholders.clone();
     daemon
         .log
@@ -633,6 +644,7 @@ fn create_session(daemon: &Daemon, peer: &Peer, a: SessionCreateArgs) -> Answer 
             "isolation": a.isolation.as_deref().unwrap_or("unknown: the launcher did not say"),
             "secrets": handout.placeholders.keys().collect::<Vec<_>>(),
             "secrets_withheld": handout.withheld,
+            "secrets_declined": a.no_secrets,
         })),
     );
     let mut warnings = session_warnings(daemon, &session, a.host, &a.configured);

@@ -17,6 +17,27 @@ pub(super) struct Handout {
     pub warnings: Vec<String>,
 }
 
+/// What a `run --no-secrets` session gets: nothing, and a word saying so.
+pub(super) fn declined(daemon: &Daemon) -> Handout {
+    let names: Vec<&str> = daemon
+        .broker
+        .get()
+        .map(|b| b.secrets().iter().map(|s| s.name.as_str()).collect())
+        .unwrap_or_default();
+    Handout {
+        warnings: (!names.is_empty())
+            .then(|| {
+                format!(
+                    "--no-secrets: this session holds none of the brokered secrets ({}); the agent's environment keeps whatever the caller's held",
+                    names.join(", ")
+                )
+            })
+            .into_iter()
+            .collect(),
+        ..Handout::default()
+    }
+}
+
 /// A placeholder for each brokered secret whose every destination this session's requests
 /// are read on their way to (after TLS termination): any on the kernel path, the LLM
 /// providers' hosts through the explicit proxy. A secret going anywhere else is withheld (its

@@ -43,6 +43,11 @@ pub struct Args {
     /// anyway when agentshd has no kernel enforcement.
     #[arg(long)]
     no_kernel: bool,
+    /// Hand the agent none of agentshd's brokered secrets: no placeholders, nothing brokered for
+    /// this session, the caller's environment left as it is (it holds whatever keys the caller
+    /// has, and agentsh keeps none of them out of the session).
+    #[arg(long)]
+    no_secrets: bool,
     /// When the agent has exited, write the session's report here (JSON, what
     /// `agentshctl session report --json` prints): a CI job's artifact.
     #[arg(long, value_name = "FILE")]
@@ -161,6 +166,7 @@ pub fn run(args: &Args, socket: &Path) -> Result<ExitCode> {
                 configured: discovery.servers.clone(),
                 isolation: Some(isolation.to_string()),
                 no_kernel: args.no_kernel,
+                no_secrets: args.no_secrets,
             },
         )
         .map_err(anyhow::Error::from);
