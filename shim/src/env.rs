@@ -4,8 +4,9 @@
 //! variables and the allowed ones pass; with only `env_deny`, everything else passes (the
 //! policy chose what to remove: the design documents' "strip these, pass all others"); with
 //! neither, everything passes except credentials (sensitive names and suffixes), unless the
-//! value is a brokered secret's placeholder: not a credential, and what the server needs to
-//! reach its API through agentsh (which puts the real value in on the way).
+//! value is the brokered secret's placeholder agentsh made for that very variable
+//! (`agentsh-placeholder-<name>-<24 hex digits>`, nothing more): not a credential, and what the
+//! server needs to reach its API through agentsh (which puts the real value in on the way).
 
 use std::ffi::OsString;
 
@@ -137,9 +138,11 @@ pub fn filter(vars: impl IntoIterator<Item = (OsString, OsString)>, rules: &EnvR
             out.removed.push(name.to_string_lossy().into_owned());
             continue;
         };
+        // Exactly the placeholder agentsh made for this variable: anything else under a
+        // credential's name (a real key that merely starts like one) is a credential.
         let placeholder = value
             .to_str()
-            .is_some_and(|v| v.starts_with(agentsh::secrets::PLACEHOLDER_PREFIX));
+            .is_some_and(|v| agentsh::secrets::is_placeholder_for(text, v));
         let keep = if (rules.deny)(text) {
             false
         } else if rules.allow_is_set {
@@ -228,6 +231,59 @@ mod tests {
             OsString::from("agentsh-placeholder-github-token-0123456789abcdef01234567"),
         )];
         assert!(filter(vars, &denying).kept.is_empty());
+    }
+
+    #[test]
+    fn only_the_variable_s_own_placeholder_passes_as_one() {
+        let none = |_: &str| false;
+        let rules = EnvRules {
+            allow: &none,
+            allow_is_set: false,
+            deny: &none,
+            deny_is_set: false,
+        };
+        let var = |name: &str, value: &str| (OsString::from(name), OsString::from(value));
+        let f = filter(
+            vec![
+                // Its own: passes.
+                var(
+                    "GITHUB_TOKEN",
+                    "agentsh-placeholder-github-token-0123456789abcdef01234567",
+                ),
+                // A real key behind the prefix.
+                var("NPM_TOKEN", "agentsh-placeholder-npm_realsecretvalue"),
+                // Another variable's placeholder, or a suffix smuggled after one.
+                var(
+                    "OPENAI_API_KEY",
+                    "agentsh-placeholder-github-token-0123456789abcdef01234567",
+                ),
+                var(
+                    "ANTHROPIC_API_KEY",
+                    "agentsh-placeholder-anthropic-api-key-0123456789abcdef01234567sk-ant-real",
+                ),
+                // Upper-case hex, too few digits: not what agentsh makes.
+                var(
+                    "GEMINI_API_KEY",
+                    "agentsh-placeholder-gemini-api-key-0123456789ABCDEF01234567",
+                ),
+                var(
+                    "HF_TOKEN",
+                    "agentsh-placeholder-hf-token-0123456789abcdef0123456",
+                ),
+            ],
+            &rules,
+        );
+        assert_eq!(kept(&f), ["GITHUB_TOKEN"]);
+        assert_eq!(
+            f.removed,
+            [
+                "ANTHROPIC_API_KEY",
+                "GEMINI_API_KEY",
+                "HF_TOKEN",
+                "NPM_TOKEN",
+                "OPENAI_API_KEY"
+            ]
+        );
     }
 
     #[test]

@@ -93,7 +93,8 @@ pub struct SecretDestination {
     pub host: String,
     /// Any port when `None`.
     pub port: Option<u16>,
-    /// Header names (lowercase) where the placeholder is replaced; empty: any header.
+    /// Header names (lowercase) where the placeholder is replaced. The config never leaves it
+    /// empty (`authorization` when not named); empty would mean any header.
     pub headers: Vec<String>,
     /// Query parameters whose value may carry it.
     pub query: Vec<String>,

@@ -2,20 +2,25 @@
 //! TLS terminated with the session's CA, each request's placeholders replaced by the real
 //! value where the destination takes it (or the request refused when it carries another
 //! secret's placeholder), then sent to the address the agent dialled, its certificate
-//! verified. Responses pass as they come: nothing in them is a tool call.
+//! verified. Responses carry no tool calls; they stream back with every real value of the
+//! session's secrets put back to its placeholder ([`ScrubbedResponse`]), decoded of their
+//! Content-Encoding for that (the request asks only for codings the proxy decodes; a response
+//! in any other is refused).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming};
 
 use super::origin::Origin;
 use crate::engine::{Engine, Session};
-use crate::proxy::encoding::{self, Coding};
-use crate::proxy::{ResponseBody, full, whole_request};
-use crate::secrets::{Foreign, Refused, SessionSecrets, Target};
+use crate::proxy::encoding::{self, Coding, Decoder};
+use crate::proxy::{BoxError, ResponseBody, full, whole_request};
+use crate::secrets::{Foreign, Refused, SessionSecrets, Target, ValueScrubber};
 
 /// A request body past this is refused: it could not be read for placeholders.
 const MAX_BODY_BYTES: usize = 64 << 20;
@@ -53,14 +58,56 @@ impl SecretsGuard {
 
     /// A decoded body: values put in where configured; another secret's placeholder refused.
     pub fn body(&self, body: &[u8]) -> Result<crate::secrets::BodyOutcome, (StatusCode, String)> {
+        self.body_of(None, body)
+    }
+
+    /// [`Self::body`] for a request of `headers`: its Content-Type says how a value is written
+    /// into the body (form-encoded into a form, escaped into JSON).
+    pub fn body_of(
+        &self,
+        headers: Option<&HeaderMap>,
+        body: &[u8],
+    ) -> Result<crate::secrets::BodyOutcome, (StatusCode, String)> {
+        let content_type = headers
+            .and_then(|h| h.get(header::CONTENT_TYPE))
+            .and_then(|v| v.to_str().ok());
         self.secrets
-            .apply_body(self.target(), body, Foreign::Refuse)
+            .apply_body_as(self.target(), body, Foreign::Refuse, content_type)
             .map_err(|refused| self.refuse(&refused))
     }
 
     /// A response's headers with reflected values back to their placeholders.
     pub fn scrub(&self, headers: &mut http::HeaderMap) {
         self.secrets.scrub_response_headers(headers);
+    }
+
+    /// A whole (decoded) response body with reflected values back to their placeholders.
+    pub fn scrub_body(&self, body: Bytes) -> Bytes {
+        self.secrets
+            .scrub_response_body(&body)
+            .map_or(body, |(scrubbed, _)| Bytes::from(scrubbed))
+    }
+
+    /// A response (headers and body) with reflected values back to their placeholders: the
+    /// body decoded of its Content-Encoding and scrubbed as it streams. A Content-Encoding
+    /// the proxy cannot decode is refused (the body could not be read for values).
+    pub fn scrub_response(
+        &self,
+        response: Response<Incoming>,
+    ) -> Result<Response<ResponseBody>, (StatusCode, String)> {
+        let (mut head, body) = response.into_parts();
+        self.scrub(&mut head.headers);
+        if body.is_end_stream() {
+            // No body (HEAD, 204, 304): nothing to read, and its headers (the length a HEAD
+            // announces) stay as they are.
+            return Ok(Response::from_parts(
+                head,
+                BodyExt::boxed_unsync(body.map_err(Into::into)),
+            ));
+        }
+        let decoder = response_decoder(&mut head.headers)?;
+        let body = ScrubbedResponse::new(body, decoder, Arc::clone(&self.secrets), ());
+        Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)))
     }
 
     fn refuse(&self, refused: &Refused) -> (StatusCode, String) {
@@ -132,7 +179,7 @@ impl Brokered {
                 })?,
             )
         };
-        let outcome = self.guard.body(&plain)?;
+        let outcome = self.guard.body_of(Some(&head.headers), &plain)?;
         // Unchanged bodies go as they came, encoding and all.
         let body = match outcome.body {
             Some(body) => {
@@ -144,6 +191,15 @@ impl Brokered {
         used.extend(outcome.substituted);
         head.headers.remove(header::CONTENT_LENGTH);
         crate::proxy::strip_hop_by_hop(&mut head.headers);
+        // Only codings the response can be decoded of, to be read for reflected values.
+        let accepted = encoding::accept_encoding(
+            head.headers
+                .get(header::ACCEPT_ENCODING)
+                .and_then(|v| v.to_str().ok()),
+        );
+        if let Ok(value) = HeaderValue::from_str(&accepted) {
+            head.headers.insert(header::ACCEPT_ENCODING, value);
+        }
         let sent = self
             .origin
             .send(Request::from_parts(head, whole_request(body)))
@@ -157,13 +213,200 @@ impl Brokered {
         drop(shares);
         let (mut head, body) = sent.into_parts();
         crate::proxy::strip_hop_by_hop(&mut head.headers);
-        // A value reflected back (a redirect keeping the query, an echo) goes back to its
-        // placeholder.
-        self.guard.scrub(&mut head.headers);
-        Ok(Response::from_parts(
-            head,
-            BodyExt::boxed_unsync(body.map_err(Into::into)),
-        ))
+        // A value reflected back (a redirect keeping the query, an echo, a stored token
+        // returned) goes back to its placeholder, in the headers and the body.
+        self.guard.scrub_response(Response::from_parts(head, body))
+    }
+}
+
+/// The decoder a response's body needs to be read (`None` for a plain one), its
+/// Content-Encoding and Content-Length gone (the body goes out decoded, and its length
+/// changes with every value put back); a coding the proxy cannot decode is refused.
+pub fn response_decoder(headers: &mut HeaderMap) -> Result<Option<Decoder>, (StatusCode, String)> {
+    let mut codings = Vec::new();
+    for value in headers.get_all(header::CONTENT_ENCODING) {
+        let parsed = value
+            .to_str()
+            .map_err(|_| "Content-Encoding is not text".to_owned())
+            .and_then(|text| encoding::parse_content_encoding(text).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(more) => codings.extend(more),
+            Err(why) => {
+                return Err((
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "[agentsh] the response's encoding cannot be read for reflected secrets: {why}"
+                    ),
+                ));
+            }
+        }
+    }
+    headers.remove(header::CONTENT_ENCODING);
+    headers.remove(header::CONTENT_LENGTH);
+    // Streamed, never held whole: the bound is the body's own (a large download is no bomb
+    // to this proxy, which keeps none of it).
+    Ok((!codings.is_empty()).then(|| Decoder::new(&codings, u64::MAX)))
+}
+
+/// What a [`ScrubbedResponse`] tells whoever keeps account of the response (the LLM proxy's
+/// record) as it passes.
+pub trait ResponseTap: Send + 'static {
+    /// `upstream` bytes came from the upstream; the agent is sent `sent`.
+    fn passed(&mut self, _upstream: usize, _sent: &[u8]) {}
+    /// The body ended: completed (`None`) or cut short by `problem`; `reflected`, the secrets
+    /// whose values were put back to their placeholders.
+    fn ended(&mut self, _problem: Option<&str>, _reflected: &[String]) {}
+}
+
+impl ResponseTap for () {}
+
+/// A response body on its way to the agent with every real value of the session's secrets
+/// put back to its placeholder: decoded first when it came encoded, scrubbed chunk by chunk
+/// (a value cut between two chunks is put back too; see [`ValueScrubber`]). Trailers are
+/// scrubbed like headers.
+pub struct ScrubbedResponse<B: Body, T: ResponseTap> {
+    inner: B,
+    decoder: Option<Decoder>,
+    scrubber: ValueScrubber,
+    secrets: Arc<SessionSecrets>,
+    tap: T,
+    /// Decoded bytes (reused).
+    plain: Vec<u8>,
+    trailers: Option<HeaderMap>,
+    done: bool,
+}
+
+impl<B: Body, T: ResponseTap> ScrubbedResponse<B, T> {
+    pub fn new(inner: B, decoder: Option<Decoder>, secrets: Arc<SessionSecrets>, tap: T) -> Self {
+        Self {
+            inner,
+            decoder,
+            scrubber: secrets.response_scrubber(),
+            secrets,
+            tap,
+            plain: Vec::new(),
+            trailers: None,
+            done: false,
+        }
+    }
+
+    /// Upstream bytes in, what goes to the agent appended to `out`.
+    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let start = out.len();
+        match &mut self.decoder {
+            None => self.scrubber.push(data, out),
+            Some(decoder) => {
+                self.plain.clear();
+                decoder
+                    .push(data, &mut self.plain)
+                    .map_err(|e| format!("the response does not decode: {e}"))?;
+                self.scrubber.push(&self.plain, out);
+            }
+        }
+        self.tap.passed(data.len(), &out[start..]);
+        Ok(())
+    }
+
+    /// The upstream's body is over: what the decoder and the scrubber hold goes out.
+    fn end(&mut self, out: &mut Vec<u8>) -> Result<(), String> {
+        self.done = true;
+        let start = out.len();
+        if let Some(decoder) = &mut self.decoder {
+            self.plain.clear();
+            if let Err(e) = decoder.finish(&mut self.plain) {
+                let why = format!("the response does not decode: {e}");
+                self.tap.ended(Some(&why), self.scrubber.seen());
+                return Err(why);
+            }
+            self.scrubber.push(&self.plain, out);
+        }
+        self.scrubber.finish(out);
+        self.tap.passed(0, &out[start..]);
+        self.tap.ended(None, self.scrubber.seen());
+        Ok(())
+    }
+
+    /// The body failed: what is held (perhaps the start of a value) is dropped.
+    fn fail(&mut self, why: &str) {
+        self.done = true;
+        self.trailers = None;
+        self.tap.ended(Some(why), self.scrubber.seen());
+    }
+}
+
+impl<B, T> Body for ScrubbedResponse<B, T>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+    T: ResponseTap + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if this.done {
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            let mut out = Vec::new();
+            let ended = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => this.feed(&data, &mut out).and_then(|()| {
+                        // A body of known length ends with its last byte: hyper does not
+                        // ask again.
+                        if this.inner.is_end_stream() {
+                            this.end(&mut out)
+                        } else {
+                            Ok(())
+                        }
+                    }),
+                    Err(frame) => {
+                        // Trailers end the body: what is held goes out before them.
+                        if let Ok(mut trailers) = frame.into_trailers() {
+                            this.secrets.scrub_response_headers(&mut trailers);
+                            this.trailers = Some(trailers);
+                        }
+                        this.end(&mut out)
+                    }
+                },
+                Some(Err(err)) => {
+                    let err: BoxError = err.into();
+                    this.fail(&format!("upstream failed: {err}"));
+                    return Poll::Ready(Some(Err(err)));
+                }
+                None => this.end(&mut out),
+            };
+            if let Err(why) = ended {
+                if !this.done {
+                    this.fail(&why);
+                }
+                this.trailers = None;
+                this.done = true;
+                return Poll::Ready(Some(Err(why.into())));
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.trailers.is_none()
+    }
+}
+
+impl<B: Body, T: ResponseTap> Drop for ScrubbedResponse<B, T> {
+    /// An empty body (a 304, a HEAD) is over before anyone polls it: it completed, the
+    /// agent did not go away.
+    fn drop(&mut self) {
+        if !self.done && self.inner.is_end_stream() {
+            self.done = true;
+            self.tap.ended(None, self.scrubber.seen());
+        }
     }
 }
 
@@ -221,4 +464,93 @@ fn codings(headers: &http::HeaderMap) -> Result<Vec<Coding>, (StatusCode, String
             .extend(encoding::parse_content_encoding(text).map_err(|e| unreadable(e.to_string()))?);
     }
     Ok(codings)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use http_body_util::StreamBody;
+
+    use super::*;
+    use crate::config::SecretDestination;
+    use crate::secrets::{Broker, Secret};
+
+    const VALUE: &str = "ghp_realtoken0123456789abcdefABCDEF";
+
+    #[test]
+    fn a_value_split_between_chunks_is_put_back_and_trailers_are_scrubbed() {
+        let broker = Broker::new(vec![Secret::new(
+            "GITHUB_TOKEN",
+            VALUE,
+            vec![SecretDestination {
+                host: "api.github.com".into(),
+                port: Some(443),
+                headers: Vec::new(),
+                query: Vec::new(),
+                body: true,
+            }],
+        )]);
+        let placeholders: BTreeMap<String, String> = broker.new_placeholders().unwrap();
+        let placeholder = &placeholders["GITHUB_TOKEN"];
+        let secrets = Arc::new(broker.session(&placeholders));
+        let text = format!("{{\"gist\":\"token={VALUE}\"}}\n");
+        let cut = text.find("realtoken").unwrap();
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-echo", HeaderValue::from_str(VALUE).unwrap());
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(Frame::data(Bytes::copy_from_slice(&text.as_bytes()[..cut]))),
+            Ok(Frame::data(Bytes::copy_from_slice(&text.as_bytes()[cut..]))),
+            Ok(Frame::trailers(trailers)),
+        ];
+        let upstream = StreamBody::new(futures_util::stream::iter(frames));
+        let body = ScrubbedResponse::new(upstream, None, Arc::clone(&secrets), ());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let collected = runtime
+            .block_on(body.collect())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let trailers = collected.trailers().cloned().unwrap();
+        assert_eq!(trailers["x-echo"], placeholder.as_str());
+        assert_eq!(
+            String::from_utf8(collected.to_bytes().to_vec()).unwrap(),
+            text.replace(VALUE, placeholder)
+        );
+        // A whole body, for callers that read it whole (an MCP server's JSON answer).
+        let engine = Arc::new(crate::engine::Engine::new(
+            crate::engine::Rules::compile(crate::config::load_str("{}", "t.yaml").unwrap())
+                .unwrap(),
+            None,
+            Arc::new(crate::audit::NullSink),
+        ));
+        let guard = SecretsGuard {
+            session: engine.session(None),
+            engine,
+            secrets,
+            host: "api.github.com".into(),
+            port: 443,
+        };
+        assert_eq!(
+            guard.scrub_body(Bytes::from(text.clone())),
+            text.replace(VALUE, placeholder)
+        );
+    }
+
+    #[test]
+    fn only_encodings_the_proxy_reads_pass() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("br"));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("10"));
+        assert!(response_decoder(&mut headers).unwrap().is_some());
+        assert!(headers.is_empty());
+        let mut headers = HeaderMap::new();
+        assert!(response_decoder(&mut headers).unwrap().is_none());
+        headers.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("compress"),
+        );
+        let (status, _) = response_decoder(&mut headers).err().unwrap();
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+    }
 }

@@ -7,6 +7,11 @@
 //! read there (an unknown encoding, a body that does not parse, one past the bound) is
 //! refused, never passed. Other endpoints, error statuses and `disabled` mode pass as they
 //! are, recorded.
+//!
+//! A session holding brokered secrets has every real value of them put back to its
+//! placeholder in every response (a provider echoing the key it was sent must not hand it to
+//! the agent): its requests ask only for encodings the proxy decodes, and its responses are
+//! decoded, scrubbed as they stream, and sent on decoded.
 
 use std::sync::Arc;
 
@@ -191,7 +196,8 @@ impl Proxy {
         strip_hop_by_hop(&mut headers);
         headers.remove(header::HOST);
         headers.remove(header::CONTENT_LENGTH);
-        if intercepting {
+        // A response to a session holding secrets is read too (for values reflected back).
+        if intercepting || secrets.is_some() {
             let accepted = headers
                 .get(header::ACCEPT_ENCODING)
                 .and_then(|v| v.to_str().ok())
@@ -214,7 +220,20 @@ impl Proxy {
         let dialect = match route.dialect {
             Some(dialect) if intercepting && head.status.is_success() => dialect,
             // Errors carry no tool calls; other endpoints none either; `disabled` passes.
+            // A session's real values reflected in them go back to their placeholders.
             _ => {
+                // (No body, as to a HEAD: nothing to read, and its headers stay.)
+                if let Some(secrets) = &secrets
+                    && !hyper::body::Body::is_end_stream(&upstream_body)
+                {
+                    let body = super::brokered::scrubbed_observed(
+                        upstream_body,
+                        &mut head.headers,
+                        secrets,
+                        take(record),
+                    )?;
+                    return Ok(Response::from_parts(head, body));
+                }
                 let body = Observed::new(upstream_body, take(record));
                 return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
             }
@@ -243,11 +262,34 @@ impl Proxy {
                 Stream::new(dialect, self.limits)
             };
             let body = Intercepted::new(upstream_body, decoder, stream, judge, take(record));
-            return Ok(Response::from_parts(head, BodyExt::boxed_unsync(body)));
+            // Values reflected back go back to their placeholders on the way out of the
+            // interceptor. The interceptor itself reads the upstream's bytes as they came
+            // (`Intercepted` takes the `Incoming` body), so its stored copy of the response
+            // and the arguments of the tool calls it records may still hold a value the
+            // provider echoed; the agent gets the placeholder.
+            let body = match &secrets {
+                Some(secrets) => {
+                    BodyExt::boxed_unsync(crate::net::brokered::ScrubbedResponse::new(
+                        body,
+                        None,
+                        Arc::clone(secrets),
+                        (),
+                    ))
+                }
+                None => BodyExt::boxed_unsync(body),
+            };
+            return Ok(Response::from_parts(head, body));
         }
         let judge = self.judge(dialect, record).with_servers(servers);
-        self.buffered(head, upstream_body, &codings, judge, record)
-            .await
+        self.buffered(
+            head,
+            upstream_body,
+            &codings,
+            judge,
+            record,
+            secrets.as_deref(),
+        )
+        .await
     }
 
     /// A JSON response: read whole, decoded, judged; the original bytes when nothing changed.
@@ -258,6 +300,7 @@ impl Proxy {
         codings: &[Coding],
         mut judge: ProxyJudge,
         record: &mut Record,
+        secrets: Option<&crate::secrets::SessionSecrets>,
     ) -> Result<Response<ResponseBody>, Refusal> {
         let limit = usize::try_from(MAX_RESPONSE_BYTES).unwrap_or(usize::MAX);
         let raw = Limited::new(upstream_body, limit)
@@ -275,11 +318,28 @@ impl Proxy {
                 })?,
             )
         };
+        // A session's real values reflected back go back to their placeholders before
+        // anything reads or keeps the body.
+        let mut changed = false;
+        let plain = match secrets.and_then(|s| s.scrub_response_body(&plain)) {
+            Some((body, reflected)) => {
+                record
+                    .extra
+                    .insert("secrets_reflected".into(), json!(reflected));
+                changed = true;
+                Bytes::from(body)
+            }
+            None => plain,
+        };
         record.capture.response(&plain);
         let rewritten = llm::rewrite_body(judge.dialect(), &plain, &mut judge);
         record.calls = judge.calls;
         record.blocked = judge.blocked;
         let body = match rewritten {
+            Ok(None) if changed => {
+                head.headers.remove(header::CONTENT_ENCODING);
+                plain
+            }
             Ok(None) => raw,
             Ok(Some(body)) => {
                 head.headers.remove(header::CONTENT_ENCODING);

@@ -278,7 +278,10 @@ impl Relay {
                     Some(Ok(Message::Binary(_))) => {
                         break End::Refused("the client sent a binary message, which agentsh does not read".into());
                     }
-                    Some(Ok(Message::Close(frame))) => break End::ClientClosed(frame),
+                    Some(Ok(Message::Close(frame))) => match self.client_close(frame) {
+                        Ok(frame) => break End::ClientClosed(frame),
+                        Err(why) => break End::Refused(why),
+                    },
                     // Each side's pings are answered by its own socket.
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                     Some(Err(_)) | None => break End::ClientGone,
@@ -417,6 +420,12 @@ impl Relay {
         Ok(forwarded)
     }
 
+    /// The client's close frame on its way upstream: its reason is text the client sends, read
+    /// like a message (a placeholder in it put in, redacted, or the close refused).
+    fn client_close(&self, frame: Option<CloseFrame>) -> Result<Option<CloseFrame>, String> {
+        close_frame_upstream(self.secrets.as_ref(), &self.record_template, frame)
+    }
+
     fn start_turn(&self, request: &str) -> Turn {
         let mut record = self.record_template.sibling();
         record.capture = Capture::open(&self.bodies, &record.request_id);
@@ -444,6 +453,10 @@ impl Relay {
 
     /// A message of the upstream through the turn's interceptor: the messages to send on.
     fn upstream_message(&self, text: &str, turn: &mut Option<Turn>) -> Relayed {
+        // A real value the upstream reflects goes back to its placeholder before anything
+        // reads, keeps or forwards the message.
+        let text = reflected_values_put_back(self.secrets.as_ref().map(|(s, _)| &**s), text);
+        let text = text.as_ref();
         if !self.intercepting {
             return Relayed {
                 messages: vec![text.to_owned()],
@@ -509,6 +522,51 @@ fn event_data(bytes: &[u8], limits: Limits) -> Vec<String> {
         .filter(|e| !e.is_comment_only())
         .map(|e| e.data().to_owned())
         .collect()
+}
+
+/// A client's close frame as it goes upstream: its reason through the session's secrets like
+/// a message (`conversation_body`: recorded as a message's refusal or redaction is), the
+/// frame refused (the reason why) when the reason carries a placeholder that may not go.
+fn close_frame_upstream(
+    secrets: Option<&(
+        Arc<crate::secrets::SessionSecrets>,
+        super::brokered::Destination,
+    )>,
+    template: &Record,
+    frame: Option<CloseFrame>,
+) -> Result<Option<CloseFrame>, String> {
+    let (Some((secrets, to)), Some(frame)) = (secrets, &frame) else {
+        return Ok(frame);
+    };
+    if frame.reason.is_empty() {
+        return Ok(Some(frame.clone()));
+    }
+    let mut record = template.detached();
+    let reason = super::brokered::conversation_body(
+        secrets,
+        to,
+        Bytes::copy_from_slice(frame.reason.as_bytes()),
+        &mut record,
+    )
+    .map_err(|refusal| format!("the client's close frame: {}", refusal.reason()))?;
+    let reason = String::from_utf8_lossy(&reason);
+    Ok(Some(CloseFrame {
+        code: frame.code,
+        reason: truncate_reason(&reason).into(),
+    }))
+}
+
+/// A message of the upstream with every real value of the session's secrets put back to its
+/// placeholder (a provider echoing the key it was sent must not hand it to the agent).
+fn reflected_values_put_back<'a>(
+    secrets: Option<&crate::secrets::SessionSecrets>,
+    text: &'a str,
+) -> std::borrow::Cow<'a, str> {
+    secrets
+        .and_then(|secrets| secrets.scrub_response_body(text.as_bytes()))
+        // Values and placeholders are text: replacing one by the other keeps it UTF-8.
+        .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
+        .map_or(std::borrow::Cow::Borrowed(text), std::borrow::Cow::Owned)
 }
 
 /// A close frame's reason holds at most 123 bytes.
@@ -577,5 +635,67 @@ mod tests {
             ["{\"a\":1}", "{\"b\":\n2}"]
         );
         assert_eq!(truncate_reason(&"é".repeat(100)).len(), 122);
+    }
+
+    #[test]
+    fn a_client_s_close_reason_is_read_like_its_messages() {
+        use crate::audit::EventKind;
+        let (secrets, placeholder) = super::super::brokered::tests::secrets();
+        let (template, events) = super::super::brokered::tests::record_and_events();
+        // Going to a provider its secret may not go to.
+        let to = super::super::brokered::Destination {
+            host: "api.anthropic.com".into(),
+            port: 443,
+        };
+        let held = (secrets, to);
+        let close = |reason: String| {
+            close_frame_upstream(
+                Some(&held),
+                &template,
+                Some(CloseFrame {
+                    code: CloseCode::Normal,
+                    reason: reason.into(),
+                }),
+            )
+        };
+        let refused_events = || {
+            events
+                .events()
+                .into_iter()
+                .filter(|e| e.event == EventKind::SecretRefused)
+                .count()
+        };
+        // Plain: redacted, as in a message, and recorded.
+        let frame = close(format!("bye {placeholder}")).unwrap().unwrap();
+        assert_eq!(frame.code, CloseCode::Normal);
+        assert_eq!(
+            frame.reason.as_str(),
+            "bye [REDACTED:secret OPENAI_API_KEY]"
+        );
+        assert_eq!(refused_events(), 1);
+        // Hidden in hex: the close is refused, and recorded.
+        let why = close(hex::encode(&placeholder)).unwrap_err();
+        assert!(why.contains("OPENAI_API_KEY"), "{why}");
+        assert_eq!(refused_events(), 2);
+        // Nothing of the kind, or no secrets: as it came.
+        let frame = close("done".into()).unwrap().unwrap();
+        assert_eq!(frame.reason.as_str(), "done");
+        assert!(
+            close_frame_upstream(None, &template, None)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_key_echoed_by_the_upstream_goes_back_to_its_placeholder() {
+        let (secrets, placeholder) = super::super::brokered::tests::secrets();
+        let key = super::super::brokered::tests::KEY;
+        let message = format!("{{\"type\":\"response.output_text.delta\",\"delta\":\"{key}\"}}");
+        assert_eq!(
+            reflected_values_put_back(Some(&secrets), &message),
+            message.replace(key, &placeholder)
+        );
+        assert_eq!(reflected_values_put_back(None, &message), message);
     }
 }

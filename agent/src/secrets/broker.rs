@@ -18,13 +18,46 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use http::{HeaderMap, HeaderValue, Uri};
+use zeroize::Zeroizing;
 
-use super::scan::{Encoding, Found, Scanner};
+use super::reflect::{ValueScrubber, Values};
+use super::scan::{Encoding, Found, Scanner, looks_like_json};
 use super::vault::Secret;
 
 /// How every placeholder starts: obviously not a key, and what the stdio shim lets through to
 /// a server as the non-secret it is.
 pub const PLACEHOLDER_PREFIX: &str = "agentsh-placeholder-";
+
+/// How many random bytes end a placeholder (written as twice as many lowercase hex digits).
+const PLACEHOLDER_RANDOM_BYTES: usize = 12;
+
+/// The part of a placeholder that names its secret: the variable's name lowercased, `_` as
+/// `-` (`GITHUB_TOKEN` -> `github-token`).
+fn placeholder_label(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
+}
+
+/// Whether `value` is exactly what [`Broker::new_placeholders`] makes for the variable `name`:
+/// `agentsh-placeholder-<name's label>-<24 lowercase hex digits>`. What the stdio shim lets
+/// through to a server under a credential's name: anything else in that variable may be the
+/// credential itself.
+pub fn is_placeholder_for(name: &str, value: &str) -> bool {
+    let Some(rest) = value.strip_prefix(PLACEHOLDER_PREFIX) else {
+        return false;
+    };
+    let label = placeholder_label(name);
+    let Some(random) = rest
+        .strip_prefix(label.as_str())
+        .and_then(|r| r.strip_prefix('-'))
+    else {
+        return false;
+    };
+    !label.is_empty()
+        && random.len() == 2 * PLACEHOLDER_RANDOM_BYTES
+        && random
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// Where a request is going: the host it names (SNI or Host, lowercase) and the port.
 #[derive(Debug, Clone, Copy)]
@@ -143,9 +176,9 @@ impl Broker {
         self.secrets
             .iter()
             .map(|s| {
-                let mut random = [0u8; 12];
+                let mut random = [0u8; PLACEHOLDER_RANDOM_BYTES];
                 getrandom::fill(&mut random)?;
-                let label = s.name.to_ascii_lowercase().replace('_', "-");
+                let label = placeholder_label(&s.name);
                 Ok((
                     s.name.clone(),
                     format!("{PLACEHOLDER_PREFIX}{label}-{}", hex::encode(random)),
@@ -169,6 +202,7 @@ impl Broker {
             secrets: Arc::clone(&self.secrets),
             entries,
             scanner,
+            values: std::sync::OnceLock::new(),
         }
     }
 }
@@ -180,6 +214,8 @@ pub struct SessionSecrets {
     /// (index into `secrets`, placeholder); the scanner's secret indexes are into this.
     entries: Vec<(usize, String)>,
     scanner: Scanner,
+    /// The values to put back in responses, made when the first response is scrubbed.
+    values: std::sync::OnceLock<Arc<Values>>,
 }
 
 impl SessionSecrets {
@@ -314,9 +350,7 @@ impl SessionSecrets {
                         continue;
                     };
                     if dest.query.contains(&decoded_key) && value.contains(placeholder) {
-                        let encoded: String =
-                            url::form_urlencoded::byte_serialize(secret.value().as_bytes())
-                                .collect();
+                        let encoded = query_component(secret.value());
                         value = value.replace(placeholder, &encoded);
                         changed = true;
                         push_once(substituted, &secret.name);
@@ -334,12 +368,26 @@ impl SessionSecrets {
 
     /// The request body (decoded of any Content-Encoding): the values put in where the
     /// destination takes them in the body; other secrets' placeholders refused, or redacted
-    /// when `foreign` says so.
+    /// when `foreign` says so. The body's kind is told by its first character (JSON);
+    /// [`Self::apply_body_as`] when the request's Content-Type is known.
     pub fn apply_body(
         &self,
         to: Target<'_>,
         body: &[u8],
         foreign: Foreign,
+    ) -> Result<BodyOutcome, Refused> {
+        self.apply_body_as(to, body, foreign, None)
+    }
+
+    /// [`Self::apply_body`] for a body of `content_type`: a value goes into a JSON body
+    /// JSON-string-escaped, into an `application/x-www-form-urlencoded` one form-encoded, into
+    /// anything else as it is.
+    pub fn apply_body_as(
+        &self,
+        to: Target<'_>,
+        body: &[u8],
+        foreign: Foreign,
+        content_type: Option<&str>,
     ) -> Result<BodyOutcome, Refused> {
         let mut outcome = BodyOutcome::default();
         if self.is_empty() || body.is_empty() {
@@ -349,21 +397,13 @@ impl SessionSecrets {
         if found.is_empty() {
             return Ok(outcome);
         }
-        let json = matches!(
-            body.iter().find(|b| !b.is_ascii_whitespace()),
-            Some(b'{' | b'[')
-        );
+        let kind = BodyKind::of(content_type, body);
         let mut text = Cow::Borrowed(body);
         for f in &found {
             let (secret, placeholder) = self.secret(f);
             match secret.destination(to.host, to.port) {
                 Some(dest) if dest.body && f.encoding == Encoding::Plain => {
-                    let value = if json {
-                        let quoted = serde_json::to_string(secret.value()).unwrap_or_default();
-                        quoted[1..quoted.len().saturating_sub(1)].to_owned()
-                    } else {
-                        secret.value().to_owned()
-                    };
+                    let value = kind.encode(secret.value());
                     if let Some(new) = replace(&text, placeholder, &value) {
                         text = Cow::Owned(new);
                         push_once(&mut outcome.substituted, &secret.name);
@@ -429,6 +469,90 @@ impl SessionSecrets {
         }
         seen
     }
+
+    /// A streamed response body's scrubber: every real value of the session's secrets put
+    /// back to its placeholder as the body passes (see [`ValueScrubber`]).
+    ///
+    /// All of the session's values, not only those put into the request the response
+    /// answers: a destination may return a value it was given earlier (a stored upload
+    /// token, a gist written with it), on a request that carried none.
+    pub fn response_scrubber(&self) -> ValueScrubber {
+        ValueScrubber::new(Arc::clone(self.values()))
+    }
+
+    /// A whole response body (or WebSocket message) with every real value of the session's
+    /// secrets put back to its placeholder, and the secrets seen; `None` when it holds none.
+    pub fn scrub_response_body(&self, body: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+        if self.is_empty() {
+            return None;
+        }
+        self.values().replace_all(body)
+    }
+
+    fn values(&self) -> &Arc<Values> {
+        self.values.get_or_init(|| {
+            Arc::new(Values::new(self.entries.iter().map(
+                |(index, placeholder)| {
+                    let secret = &self.secrets[*index];
+                    (secret.name.as_str(), secret.value(), placeholder.as_str())
+                },
+            )))
+        })
+    }
+}
+
+/// How a request body is written, which says how a value is written into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    Form,
+    Other,
+}
+
+impl BodyKind {
+    /// By the request's Content-Type; without one that says, JSON when the body starts as a
+    /// JSON document does.
+    fn of(content_type: Option<&str>, body: &[u8]) -> Self {
+        let essence = content_type
+            .and_then(|c| c.split(';').next())
+            .map(|m| m.trim().to_ascii_lowercase());
+        match essence.as_deref() {
+            Some("application/x-www-form-urlencoded") => Self::Form,
+            Some(m) if m == "application/json" || m.ends_with("+json") || m.ends_with("/jsonl") => {
+                Self::Json
+            }
+            Some("application/x-ndjson") => Self::Json,
+            _ if looks_like_json(body) => Self::Json,
+            _ => Self::Other,
+        }
+    }
+
+    /// The value as it goes in: inside a JSON string, a form field, or as it is.
+    fn encode(self, value: &str) -> Zeroizing<String> {
+        Zeroizing::new(match self {
+            Self::Json => {
+                let quoted = Zeroizing::new(serde_json::to_string(value).unwrap_or_default());
+                quoted[1..quoted.len().saturating_sub(1)].to_owned()
+            }
+            Self::Form => url::form_urlencoded::byte_serialize(value.as_bytes()).collect(),
+            Self::Other => value.to_owned(),
+        })
+    }
+}
+
+/// A value percent-encoded for a URL's query component: unreserved characters (RFC 3986) as
+/// they are, every other byte `%XX` (a space `%20`, which a form reader and a plain URL
+/// reader both take for a space; `+` would be a space to one and a plus to the other).
+fn query_component(value: &str) -> Zeroizing<String> {
+    let mut out = Zeroizing::new(String::with_capacity(value.len() * 3));
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn push_once(list: &mut Vec<String>, name: &str) {

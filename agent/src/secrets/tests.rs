@@ -405,3 +405,216 @@ fn a_value_reflected_in_a_response_goes_back_to_its_placeholder() {
     );
     assert_eq!(headers["content-type"], "application/json");
 }
+
+#[test]
+fn placeholders_are_recognised_only_whole_and_for_their_own_variable() {
+    let b = broker();
+    let made = b.new_placeholders().unwrap();
+    for (name, placeholder) in &made {
+        assert!(
+            is_placeholder_for(name, placeholder),
+            "{name}: {placeholder}"
+        );
+    }
+    let gh = &made["GITHUB_TOKEN"];
+    assert!(!is_placeholder_for("NPM_TOKEN", gh));
+    assert!(!is_placeholder_for("GITHUB_TOKEN", &format!("{gh}0")));
+    assert!(!is_placeholder_for("GITHUB_TOKEN", &gh[..gh.len() - 1]));
+    assert!(!is_placeholder_for(
+        "GITHUB_TOKEN",
+        &gh.to_ascii_uppercase()
+    ));
+    assert!(!is_placeholder_for(
+        "GITHUB_TOKEN",
+        "agentsh-placeholder-github-token-0123456789abcdef0123456g"
+    ));
+    assert!(!is_placeholder_for(
+        "GITHUB_TOKEN",
+        "agentsh-placeholder-ghp_real"
+    ));
+}
+
+/// A broker of one secret whose destination takes it in the body and the `key` parameter.
+fn broker_of(value: &str) -> (SessionSecrets, String) {
+    let b = Broker::new(vec![Secret::new(
+        "FORM_TOKEN",
+        value,
+        vec![dest("forms.example.com", &[], &["key"], true)],
+    )]);
+    let p = b.new_placeholders().unwrap();
+    (b.session(&p), p["FORM_TOKEN"].clone())
+}
+
+#[test]
+fn values_go_into_forms_and_queries_encoded_for_them() {
+    let value = "p@ss w+rd&x=1/\"é\"";
+    let (s, p) = broker_of(value);
+    let form = format!("user=me&token={p}&next=%2F");
+    let out = s
+        .apply_body_as(
+            to("forms.example.com"),
+            form.as_bytes(),
+            Foreign::Refuse,
+            Some("application/x-www-form-urlencoded; charset=utf-8"),
+        )
+        .unwrap();
+    let sent = String::from_utf8(out.body.unwrap()).unwrap();
+    assert_eq!(
+        sent,
+        "user=me&token=p%40ss+w%2Brd%26x%3D1%2F%22%C3%A9%22&next=%2F"
+    );
+    // Read back as a form, it is the value.
+    let token = url::form_urlencoded::parse(sent.as_bytes())
+        .find(|(k, _)| k == "token")
+        .unwrap()
+        .1;
+    assert_eq!(token, value);
+    // A query parameter: percent-encoded for a query component (a space is %20, not `+`).
+    let mut uri: Uri = format!("/submit?key={p}&x=1").parse().unwrap();
+    s.apply_head(to("forms.example.com"), &mut HeaderMap::new(), &mut uri)
+        .unwrap();
+    assert_eq!(
+        uri.query(),
+        Some("key=p%40ss%20w%2Brd%26x%3D1%2F%22%C3%A9%22&x=1")
+    );
+    // Any other body takes it as it is.
+    let out = s
+        .apply_body_as(
+            to("forms.example.com"),
+            format!("token: {p}\n").as_bytes(),
+            Foreign::Refuse,
+            Some("text/plain"),
+        )
+        .unwrap();
+    assert_eq!(out.body.unwrap(), format!("token: {value}\n").into_bytes());
+}
+
+#[test]
+fn json_bodies_get_the_value_escaped_however_they_start() {
+    let (s, p) = broker_of("a\"b\\c");
+    let escaped = r#"a\"b\\c"#;
+    for (body, content_type) in [
+        // A byte order mark first.
+        (format!("\u{feff}{{\"token\":\"{p}\"}}"), None),
+        // A JSON string, told by its Content-Type.
+        (format!("\"{p}\""), Some("application/json")),
+        (format!("\"{p}\""), Some("application/vnd.api+json")),
+    ] {
+        let out = s
+            .apply_body_as(
+                to("forms.example.com"),
+                body.as_bytes(),
+                Foreign::Refuse,
+                content_type,
+            )
+            .unwrap();
+        let sent = String::from_utf8(out.body.unwrap()).unwrap();
+        assert_eq!(sent, body.replace(&p, escaped), "{content_type:?}");
+        let json = sent.trim_start_matches('\u{feff}');
+        assert!(
+            serde_json::from_str::<serde_json::Value>(json).is_ok(),
+            "{sent}"
+        );
+    }
+}
+
+#[test]
+fn a_value_echoed_in_a_response_body_goes_back_to_its_placeholder() {
+    let (s, p) = session();
+    let body = format!("{{\"stored\":\"{UPLOAD}\",\"also\":\"{GITHUB} {GITHUB}\"}}");
+    let (scrubbed, seen) = s.scrub_response_body(body.as_bytes()).unwrap();
+    assert_eq!(
+        String::from_utf8(scrubbed).unwrap(),
+        format!(
+            "{{\"stored\":\"{}\",\"also\":\"{} {}\"}}",
+            p["UPLOAD_TOKEN"], p["GITHUB_TOKEN"], p["GITHUB_TOKEN"]
+        )
+    );
+    assert_eq!(seen, ["UPLOAD_TOKEN", "GITHUB_TOKEN"]);
+    assert_eq!(s.scrub_response_body(b"{\"ok\":true}"), None);
+}
+
+#[test]
+fn a_streamed_response_has_values_put_back_wherever_the_chunks_break() {
+    let (s, p) = session();
+    let body =
+        format!("data: {{\"a\":\"{ANTHROPIC}\"}}\n\ndata: {GITHUB}{GITHUB}x{GOOGLE}\n\n{UPLOAD}");
+    let expected = body
+        .replace(ANTHROPIC, &p["ANTHROPIC_API_KEY"])
+        .replace(GITHUB, &p["GITHUB_TOKEN"])
+        .replace(GOOGLE, &p["GEMINI_API_KEY"])
+        .replace(UPLOAD, &p["UPLOAD_TOKEN"]);
+    let longest = [ANTHROPIC, GITHUB, GOOGLE, UPLOAD]
+        .iter()
+        .map(|v| v.len())
+        .max()
+        .unwrap();
+    let bytes = body.as_bytes();
+    // Cut in two at every place, and in three.
+    for cut in 0..=bytes.len() {
+        for second in [cut, (cut + 7).min(bytes.len())] {
+            let mut scrubber = s.response_scrubber();
+            let mut out = Vec::new();
+            for chunk in [&bytes[..cut], &bytes[cut..second], &bytes[second..]] {
+                scrubber.push(chunk, &mut out);
+                assert!(scrubber.held() < longest, "held {}", scrubber.held());
+                // What went out never holds a value, not even its start at the end.
+                let text = String::from_utf8_lossy(&out);
+                assert!(!text.contains(GITHUB) && !text.contains(ANTHROPIC));
+            }
+            scrubber.finish(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "cut at {cut}");
+        }
+    }
+    // Byte by byte.
+    let mut scrubber = s.response_scrubber();
+    let mut out = Vec::new();
+    for b in bytes {
+        scrubber.push(std::slice::from_ref(b), &mut out);
+    }
+    scrubber.finish(&mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+    assert_eq!(
+        scrubber.seen(),
+        [
+            "ANTHROPIC_API_KEY",
+            "GITHUB_TOKEN",
+            "GEMINI_API_KEY",
+            "UPLOAD_TOKEN"
+        ]
+    );
+    // An event ends with a line break: nothing of it is held back.
+    let mut scrubber = s.response_scrubber();
+    let mut out = Vec::new();
+    scrubber.push(b"data: {\"delta\":\"hello\"}\n\n", &mut out);
+    assert_eq!(scrubber.held(), 0);
+    assert_eq!(out, b"data: {\"delta\":\"hello\"}\n\n");
+}
+
+#[test]
+fn a_command_that_leaves_its_output_open_is_stopped_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!("sleep 100 & echo $! > {}; echo value", pid_file.display());
+    let argv: Vec<String> = ["/bin/sh", "-c", &script].map(str::to_owned).into();
+    let err = vault::run_within(&argv, std::time::Duration::from_secs(1)).unwrap_err();
+    assert!(err.contains("did not finish within 1s"), "{err}");
+    // What it left behind was killed with its process group.
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let gone = || {
+        std::fs::read_to_string(&stat).map_or(true, |s| {
+            s.rsplit(')').next().unwrap_or("").trim().starts_with('Z')
+        })
+    };
+    let mut waited = 0;
+    while !gone() && waited < 200 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waited += 1;
+    }
+    assert!(gone(), "the left-behind sleep still runs");
+    // One that finishes within the patience still gives its value.
+    let argv: Vec<String> = ["/bin/sh", "-c", "echo value"].map(str::to_owned).into();
+    let value = vault::run_within(&argv, std::time::Duration::from_secs(10)).unwrap();
+    assert_eq!(value.as_str(), "value\n");
+}

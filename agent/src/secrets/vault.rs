@@ -198,7 +198,21 @@ fn read_all(file: impl Read) -> std::io::Result<Zeroizing<String>> {
 
 /// Runs `argv` with nothing but a fixed PATH, stdin closed; its stdout, within the patience.
 fn run(argv: &[String]) -> Result<Zeroizing<String>, String> {
+    run_within(argv, COMMAND_PATIENCE)
+}
+
+/// What the command's stderr may say in its error: its first line, from at most this much.
+const MAX_STDERR_BYTES: u64 = 4096;
+
+/// [`run`] within `patience`, all of it: the command's exit and the end of its output (a
+/// process it left behind holding stdout open, `sleep 100 &`, holds up nothing past the
+/// deadline). The command runs in a process group of its own, killed whole when time is up.
+pub(super) fn run_within(argv: &[String], patience: Duration) -> Result<Zeroizing<String>, String> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::mpsc;
+
     let shown = argv.join(" ");
+    let deadline = Instant::now() + patience;
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .env_clear()
@@ -206,35 +220,67 @@ fn run(argv: &[String]) -> Result<Zeroizing<String>, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("command `{shown}`: {e}"))?;
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let kill_group = || {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    };
+    let late = || {
+        format!(
+            "command `{shown}` did not finish within {}s (or left a process holding its output open)",
+            patience.as_secs()
+        )
+    };
+    // Both pipes are read on threads of their own, so neither can fill up and block the
+    // command, and a deadline holds for each: a thread still reading past it is left behind,
+    // to end when the killed group's pipes close.
+    // What is past the bounds is read and dropped: a command blocked writing it would not
+    // finish.
+    let (out_tx, out_rx) = mpsc::channel();
     let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let reader = std::thread::spawn(move || read_all(&mut stdout));
-    let deadline = Instant::now() + COMMAND_PATIENCE;
+    std::thread::spawn(move || {
+        let _ = out_tx.send(read_all(&mut stdout));
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    });
+    let (err_tx, err_rx) = mpsc::channel();
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = (&mut stderr).take(MAX_STDERR_BYTES).read_to_end(&mut text);
+        let _ = err_tx.send(String::from_utf8_lossy(&text).into_owned());
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    });
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             Ok(None) => {
-                let _ = child.kill();
+                kill_group();
                 let _ = child.wait();
-                return Err(format!(
-                    "command `{shown}` did not finish within {}s",
-                    COMMAND_PATIENCE.as_secs()
-                ));
+                return Err(late());
             }
-            Err(e) => return Err(format!("command `{shown}`: {e}")),
+            Err(e) => {
+                kill_group();
+                let _ = child.wait();
+                return Err(format!("command `{shown}`: {e}"));
+            }
         }
     };
-    let value = reader
-        .join()
-        .map_err(|_| "the command's output could not be read".to_owned())?
-        .map_err(|e| format!("command `{shown}`: its output {e}"))?;
-    if !status.success() {
-        let mut stderr = String::new();
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut stderr);
+    let left = deadline.saturating_duration_since(Instant::now());
+    let value = match out_rx.recv_timeout(left) {
+        Ok(read) => read.map_err(|e| format!("command `{shown}`: its output {e}"))?,
+        Err(_) => {
+            // The command is gone; what it started still holds its stdout.
+            kill_group();
+            return Err(late());
         }
+    };
+    if !status.success() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let stderr = err_rx.recv_timeout(left).unwrap_or_default();
+        kill_group();
         return Err(format!(
             "command `{shown}` failed ({status}): {}",
             stderr.lines().next().unwrap_or("").trim()
