@@ -111,6 +111,17 @@ async fn forward(
         ));
     };
     head.headers.remove(header::CONTENT_LENGTH);
+    if secrets.is_some() {
+        // Only codings the answer can be decoded of, to be read for reflected values.
+        let accepted = crate::proxy::encoding::accept_encoding(
+            head.headers
+                .get(header::ACCEPT_ENCODING)
+                .and_then(|v| v.to_str().ok()),
+        );
+        if let Ok(value) = HeaderValue::from_str(&accepted) {
+            head.headers.insert(header::ACCEPT_ENCODING, value);
+        }
+    }
     let request = Request::from_parts(head, crate::proxy::whole_request(body));
     let response = origin.send(request).await.map_err(|e| {
         if let OriginError::Fingerprint {
@@ -140,10 +151,19 @@ async fn forward(
             format!("MCP server {}: {e}", origin.authority()),
         )
     })?;
-    let (mut head, body) = response.into_parts();
-    if let Some(secrets) = &secrets {
-        secrets.scrub(&mut head.headers);
-    }
+    // A value reflected back (a server that stores a token and returns it) goes back to its
+    // placeholder before the guard or the agent reads the answer: headers, and the body
+    // decoded and scrubbed as it streams.
+    let (mut head, body) = match &secrets {
+        Some(secrets) => secrets.scrub_response(response)?.into_parts(),
+        None => {
+            let (head, body) = response.into_parts();
+            (
+                head,
+                BodyExt::boxed_unsync(body.map_err(|e| -> crate::proxy::BoxError { Box::new(e) })),
+            )
+        }
+    };
     let kind = content_type(&head.headers);
     if !head.status.is_success() || head.status == StatusCode::ACCEPTED {
         // Acknowledgements carry nothing; errors may carry a JSON-RPC error, which is the
@@ -201,10 +221,8 @@ async fn forward(
         }
         _ => {
             // Nothing to inspect only when there is nothing at all.
-            let bytes = Limited::new(body, 1)
-                .collect()
+            let bytes = read_json(body, 0)
                 .await
-                .map(http_body_util::Collected::to_bytes)
                 .unwrap_or_else(|_| Bytes::from_static(b"-"));
             if bytes.is_empty() {
                 Ok(Response::from_parts(head, full(bytes)))
@@ -223,7 +241,7 @@ async fn forward(
 
 /// A server's event stream, passed event by event through the guard.
 struct InspectedEvents {
-    inner: Incoming,
+    inner: ResponseBody,
     events: ServerEvents,
     done: bool,
     /// Until the stream is dropped (ended, or the client went away), the POST's requests
@@ -257,18 +275,28 @@ impl Drop for Unanswered {
     }
 }
 
-/// A JSON body of the server's, bounded.
-async fn read_json(body: Incoming, max_message_bytes: usize) -> Result<Bytes, Refused> {
-    Ok(Limited::new(body, max_message_bytes)
-        .collect()
-        .await
-        .map_err(|e| {
-            (
-                StatusCode::BAD_GATEWAY,
-                format!("the MCP server's answer cannot be read: {e}"),
-            )
-        })?
-        .to_bytes())
+/// A body of the server's, read whole up to `max_message_bytes`.
+async fn read_json(mut body: ResponseBody, max_message_bytes: usize) -> Result<Bytes, Refused> {
+    let unreadable = |why: String| {
+        (
+            StatusCode::BAD_GATEWAY,
+            format!("the MCP server's answer cannot be read: {why}"),
+        )
+    };
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| unreadable(e.to_string()))?;
+        // Trailers carry no message.
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > max_message_bytes {
+                return Err(unreadable(format!(
+                    "longer than the message limit of {max_message_bytes} bytes"
+                )));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Whether a JSON body is JSON-RPC (a message or a batch of them), not some other JSON.
@@ -311,7 +339,7 @@ impl Body for InspectedEvents {
                 }
                 Some(Err(err)) => {
                     this.done = true;
-                    return Poll::Ready(Some(Err(err.into())));
+                    return Poll::Ready(Some(Err(err)));
                 }
                 None => {
                     this.done = true;
