@@ -56,13 +56,9 @@ impl SecretsGuard {
             .map_err(|refused| self.refuse(&refused))
     }
 
-    /// A decoded body: values put in where configured; another secret's placeholder refused.
-    pub fn body(&self, body: &[u8]) -> Result<crate::secrets::BodyOutcome, (StatusCode, String)> {
-        self.body_of(None, body)
-    }
-
-    /// [`Self::body`] for a request of `headers`: its Content-Type says how a value is written
-    /// into the body (form-encoded into a form, escaped into JSON).
+    /// A decoded body of a request of `headers`: values put in where configured (written as its
+    /// Content-Type wants them: form-encoded into a form, escaped into JSON); another secret's
+    /// placeholder refused.
     pub fn body_of(
         &self,
         headers: Option<&HeaderMap>,

@@ -92,7 +92,10 @@ async fn forward(
                 });
                 // After the guard, which judged the message as the agent wrote it.
                 match &secrets {
-                    Some(secrets) => secrets.body(&body)?.body.map_or(body, Bytes::from),
+                    Some(secrets) => secrets
+                        .body_of(Some(&head.headers), &body)?
+                        .body
+                        .map_or(body, Bytes::from),
                     None => body,
                 }
             }
