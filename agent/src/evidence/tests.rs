@@ -1153,3 +1153,54 @@ fn hostile_sequence_numbers_do_not_overflow() {
     // Each gap lost one of its two seqs for good: still missing, none taken for reordered.
     assert_eq!(missing, 1999);
 }
+
+#[test]
+fn a_duplicated_anchored_record_matches_its_anchor_once() {
+    let b = build();
+    let at = b.records.iter().position(|r| seq_of(r) == 20).unwrap();
+    let anchor = Anchor {
+        seq: 20,
+        hash: ChainFields::of(&b.records[at]).unwrap().hash,
+    };
+    let mut records = b.records.clone();
+    records.insert(at + 1, records[at].clone());
+    let report = check_scoped(&records, Scope::Trail, std::slice::from_ref(&anchor));
+    assert_eq!(report.anchors_matched, 1);
+    assert_eq!(
+        problems(&report),
+        [(at + 2, Some(20), ProblemKind::Reordered)]
+    );
+}
+
+#[test]
+fn a_closing_checkpoint_whose_record_retention_deleted_verifies_in_the_whole_trail() {
+    // Retention deleted up to #34 (c's last record, `session_ended`) but the session_end
+    // checkpoint right after it (#35) stays; a's records are kept (a live session).
+    let mut b = build();
+    b.records.retain(|r| seq_of(r) > 34 || r["session"] == "a");
+    let runs = absent_runs(&b.records, 34);
+    let cp = b
+        .signer
+        .sign_retention(b.chain.last_seq(), b.chain.head(), 1_735_700_000_000, runs);
+    b.push(cp.to_record(None), None);
+    let report = check_scoped(&b.records, Scope::Session("c"), &[]);
+    assert!(report.is_ok(), "{:?}", report.problems);
+    // Deleted by anyone else, the gap shows.
+    let mut cut = build().records;
+    cut.retain(|r| seq_of(r) != 34);
+    let report = check_scoped(&cut, Scope::Session("c"), &[]);
+    assert_eq!(
+        problems(&report),
+        [
+            (
+                34,
+                Some(35),
+                ProblemKind::Missing {
+                    expected_seq: 34,
+                    found_seq: 35
+                }
+            ),
+            (34, Some(35), ProblemKind::BrokenLink)
+        ]
+    );
+}

@@ -307,6 +307,9 @@ struct Verifier<'a> {
     first: Option<(usize, u64, String)>,
     /// Records of `session` seen.
     session_seen: usize,
+    /// Scope::Session: the hashes of the session's records seen (a session's closing
+    /// checkpoint may sign one retention deleted since).
+    session_hashes: HashSet<String>,
     /// Session mode: the session's first record, when it links to an earlier one.
     session_start: Option<(usize, u64)>,
     /// The `deleted` runs of trusted retention checkpoints.
@@ -349,6 +352,7 @@ impl<'a> Verifier<'a> {
             session_head: None,
             first: None,
             session_seen: 0,
+            session_hashes: HashSet::new(),
             session_start: None,
             retention: HashSet::new(),
             chain_start: None,
@@ -435,12 +439,13 @@ impl<'a> Verifier<'a> {
             if anchor.seq != seq {
                 break;
             }
-            *seen = true;
-            if anchor.hash == hash {
-                self.report.anchors_matched += 1;
-            } else {
+            if anchor.hash != hash {
                 mismatch = Some(anchor.hash.clone());
+            } else if !*seen {
+                // (A duplicated record is reported as such; it matches the anchor once.)
+                self.report.anchors_matched += 1;
             }
+            *seen = true;
         }
         if let Some(expected) = mismatch {
             self.problem(
@@ -543,6 +548,9 @@ impl<'a> Verifier<'a> {
         }
         self.session_head = Some(fields.hash.clone());
         self.session_seen += 1;
+        if let Scope::Session(_) = self.scope {
+            self.session_hashes.insert(fields.hash.clone());
+        }
     }
 
     /// Checks a checkpoint record; whether it is a trusted `session_end` of the session being
@@ -586,8 +594,15 @@ impl<'a> Verifier<'a> {
             );
             false
         } else if own_session_end {
-            // The session's own last record, wherever the global head was.
-            if cp.session_head != self.session_head {
+            // The session's own last record, wherever the global head was. In the whole trail
+            // a last record that is not there at all was deleted: the gap it left is judged
+            // (retention's, or missing) where it is.
+            let deleted = matches!(self.scope, Scope::Session(_))
+                && cp
+                    .session_head
+                    .as_ref()
+                    .is_some_and(|head| !self.session_hashes.contains(head));
+            if cp.session_head != self.session_head && !deleted {
                 self.problem(
                     Some(seq),
                     ProblemKind::CheckpointMismatch,

@@ -364,7 +364,9 @@ fn print_report(report: &Report, source: &Source, scope: Scope<'_>, anchors: usi
 /// `FILE:LINE (#seq): what`, or `record N (#seq): what` for the store.
 fn describe(problem: &Problem, source: &Source) -> String {
     let place = match source {
-        _ if problem.index == 0 => "key".to_owned(),
+        _ if problem.index == 0 && problem.kind == ProblemKind::BadSignature => "key".to_owned(),
+        Source::File { name, .. } if problem.index == 0 => format!("{name} (no record)"),
+        Source::Store if problem.index == 0 => "the store (no record)".to_owned(),
         Source::File { name, lines } => match lines.get(problem.index - 1) {
             Some(line) => format!("{name}:{line}"),
             None => format!("{name}: record {}", problem.index),
