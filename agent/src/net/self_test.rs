@@ -6,7 +6,7 @@
 //! refuses to start rather than promise what it does not do.
 
 use std::io::{ErrorKind, Read};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,11 +66,16 @@ fn canary(
     interception: &Interception,
 ) -> Result<(), SelfTestError> {
     let cgroup_id = kernel::cgroup_id(dir)?;
-    let mut redirected = vec![closed_port(IpAddr::V4(Ipv4Addr::LOCALHOST))?];
+    // The ports stay held (bound, never listening) until the canary is done: the kernel's
+    // maps are shared by every agentshd on the host, and another one's canary, given the same
+    // port for its denied address, would deny this one's redirected connection.
+    let mut held = vec![ClosedPort::bind(IpAddr::V4(Ipv4Addr::LOCALHOST))?];
     if interception.proxy6.is_some() {
-        redirected.push(closed_port(IpAddr::V6(Ipv6Addr::LOCALHOST))?);
+        held.push(ClosedPort::bind(IpAddr::V6(Ipv6Addr::LOCALHOST))?);
     }
-    let denied = closed_port(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+    let denied_port = ClosedPort::bind(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+    let redirected: Vec<SocketAddr> = held.iter().map(|p| p.addr).collect();
+    let denied = denied_port.addr;
     enforcement.with(|programs| {
         programs.add_session_flags(
             cgroup_id,
@@ -92,16 +97,41 @@ fn canary(
     Ok(())
 }
 
-/// A loopback port nobody listens on: a connection that is not redirected is refused.
-fn closed_port(ip: IpAddr) -> Result<SocketAddr, SelfTestError> {
-    let listener = TcpListener::bind((ip, 0)).map_err(|source| SelfTestError::Io {
-        path: PathBuf::from(format!("bind {ip}")),
-        source,
-    })?;
-    listener.local_addr().map_err(|source| SelfTestError::Io {
-        path: PathBuf::from(format!("bind {ip}")),
-        source,
-    })
+/// A loopback port bound and never listened on, for as long as it lives: a connection that
+/// is not redirected is refused, and no other process is given the port meanwhile.
+struct ClosedPort {
+    _socket: std::os::fd::OwnedFd,
+    addr: SocketAddr,
+}
+
+impl ClosedPort {
+    fn bind(ip: IpAddr) -> Result<Self, SelfTestError> {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrStorage, bind, getsockname, socket,
+        };
+        use std::os::fd::AsRawFd;
+        let io = |e: nix::Error| SelfTestError::Io {
+            path: PathBuf::from(format!("bind {ip}")),
+            source: e.into(),
+        };
+        let family = match ip {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        let addr = SockaddrStorage::from(SocketAddr::new(ip, 0));
+        let socket = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(io)?;
+        bind(socket.as_raw_fd(), &addr).map_err(io)?;
+        let bound: SockaddrStorage = getsockname(socket.as_raw_fd()).map_err(io)?;
+        let port = bound
+            .as_sockaddr_in()
+            .map(|a| a.port())
+            .or_else(|| bound.as_sockaddr_in6().map(|a| a.port()))
+            .ok_or_else(|| io(nix::Error::EAFNOSUPPORT))?;
+        Ok(Self {
+            _socket: socket,
+            addr: SocketAddr::new(ip, port),
+        })
+    }
 }
 
 fn spawn_canary(
