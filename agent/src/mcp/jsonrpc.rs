@@ -540,6 +540,12 @@ fn parse_batch(text: &str, max_depth: usize) -> Result<Frame, ParseError> {
     Ok(Frame::Batch(messages))
 }
 
+/// Parses `text` as exactly one JSON value, refusing a key twice in one object and nesting past
+/// `max_depth`: JSON that reads one way only (the audit verifier's records, too).
+pub fn parse_strict(text: &str, max_depth: usize) -> Result<Value, ParseError> {
+    parse_value(text, 0, 0, max_depth)
+}
+
 /// Parses `text` as exactly one value (trailing whitespace allowed), nested `depth` levels deep.
 fn parse_value(
     text: &str,
